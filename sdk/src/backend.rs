@@ -1,0 +1,345 @@
+//! The [`Backend`] trait: the `backend` interface in Rust terms.
+//!
+//! Locators, states, policies and configs are [`serde_json::Value`]s here; the
+//! glue parses the canonical JSON text that crosses the boundary and prints
+//! results canonically, so a backend never handles JSON text. Every method but
+//! [`Backend::describe`], [`Backend::identity`] and [`Backend::fingerprint`] has
+//! a default: the spec's default where it gives one, a capability error
+//! otherwise. A backend writes only what its system has.
+
+use serde_json::Value;
+
+use crate::bindings::tether::backend::types as wit;
+use crate::error::{Error, Result};
+use crate::json::canonical_json;
+
+pub use wit::{Descriptor, HistoryEntry, PinRef, VerifyReport, VerifyStatus};
+
+/// The contract version this SDK implements (`descriptor.abi`).
+pub const ABI_VERSION: &str = "0.1.0";
+
+/// Prefix of every native pin ref (`tether.<pin-id>`).
+pub const PIN_REF_PREFIX: &str = "tether.";
+
+/// Prefix of every working ref (`tether.ws.<dataset-id>.<slug>`).
+pub const WORKING_REF_PREFIX: &str = "tether.ws.";
+
+/// Capability flag names, as the spec spells them.
+pub mod cap {
+    pub const FINGERPRINT: &str = "FINGERPRINT";
+    pub const ADDRESSABLE: &str = "ADDRESSABLE";
+    pub const PIN: &str = "PIN";
+    pub const FORK: &str = "FORK";
+    pub const CHEAP_FINGERPRINT: &str = "CHEAP_FINGERPRINT";
+    pub const RETENTION_BOUND: &str = "RETENTION_BOUND";
+    pub const NEEDS_QUIESCENCE: &str = "NEEDS_QUIESCENCE";
+    pub const ATOMIC_REF: &str = "ATOMIC_REF";
+    pub const CONDITIONAL_REF: &str = "CONDITIONAL_REF";
+    pub const DIFF: &str = "DIFF";
+    pub const HISTORY: &str = "HISTORY";
+    pub const BRANCH_IS_STORAGE: &str = "BRANCH_IS_STORAGE";
+    pub const PROMOTE: &str = "PROMOTE";
+    pub const MERGE: &str = "MERGE";
+    pub const CREATE: &str = "CREATE";
+}
+
+/// A descriptor with the common defaults (stable, no key roles, this SDK's
+/// ABI); override fields with struct update syntax:
+///
+/// ```
+/// use tether_sdk::{cap, descriptor, Descriptor};
+/// let d = Descriptor {
+///     storage_keys: vec!["root".into()],
+///     ..descriptor("mysys", &[cap::FINGERPRINT, cap::PIN])
+/// };
+/// assert_eq!(d.abi, tether_sdk::ABI_VERSION);
+/// ```
+pub fn descriptor(kind: &str, capabilities: &[&str]) -> Descriptor {
+    Descriptor {
+        kind: kind.to_owned(),
+        maturity: "stable".to_owned(),
+        capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
+        volatile_keys: Vec::new(),
+        local_path_keys: Vec::new(),
+        local_path_prefixes: Vec::new(),
+        storage_keys: Vec::new(),
+        promote_hint: String::new(),
+        abi: ABI_VERSION.to_owned(),
+    }
+}
+
+/// What a fork, promote, merge or open starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The locator's base ref.
+    Base,
+    /// A working ref `fork` returned.
+    WorkingRef(String),
+    /// The state a pin holds.
+    Pinned(PinRef),
+    /// A recorded state.
+    Recorded(Value),
+}
+
+/// The head a caller reviewed before a ref move.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expected {
+    /// Move without checking.
+    Unconditional,
+    /// The ref must not exist yet.
+    Absent,
+    /// The ref must hold this state (content keys compared).
+    At(Value),
+}
+
+/// What `open` returns: a native address and typed fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handle {
+    pub type_name: String,
+    pub address: String,
+    pub read_only: bool,
+    pub fields: Value,
+}
+
+/// One implementation serves every object of its kind; per-object addressing
+/// travels in `locator`. The SDK makes a `Default` instance per component
+/// instance, calls [`Backend::configure`] on it, then the real method.
+pub trait Backend: Default + 'static {
+    /// What this plugin is: kind, maturity, capabilities, key roles.
+    fn describe(&self) -> Descriptor;
+
+    /// `[backends.<kind>]` config merged with secrets (`{}` when absent).
+    /// Default: accept anything.
+    fn configure(&mut self, config: Value) -> Result<()> {
+        let _ = config;
+        Ok(())
+    }
+
+    /// Cheap checks at `add` time. Default: accept.
+    fn validate_locator(&self, locator: &Value) -> Result<()> {
+        let _ = locator;
+        Ok(())
+    }
+
+    /// The subset of the locator that names the system (hashed into pin ids).
+    fn identity(&self, locator: &Value) -> Result<Value>;
+
+    /// Capabilities under `policy`. Default: the descriptor's, minus `PIN`
+    /// when the policy says `{"pin": "record"}`.
+    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
+        let _ = locator;
+        let mut caps = self.describe().capabilities;
+        if policy.get("pin").and_then(Value::as_str) == Some("record") {
+            caps.retain(|c| c != cap::PIN);
+        }
+        Ok(caps)
+    }
+
+    /// The current state at `working_ref`, or at the base (honouring `at`).
+    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value>;
+
+    /// Create `tether.<pin_id>` at `state`; idempotent, saying which it did.
+    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+        let _ = (locator, state, pin_id);
+        Err(self.unsupported("pin"))
+    }
+
+    /// Delete a pin's ref; already gone is success, still there is an error.
+    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+        let _ = (locator, pin);
+        Err(self.unsupported("unpin"))
+    }
+
+    /// Pin ids (without `tether.`) that exist natively, every dataset's.
+    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+        let _ = locator;
+        Err(self.unsupported("list_pins"))
+    }
+
+    /// Whether the pin resolves to `state`; without a pin, unknown unless `deep`.
+    fn verify(
+        &self,
+        locator: &Value,
+        state: &Value,
+        pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let _ = (locator, state, pin, deep);
+        Err(self.unsupported("verify"))
+    }
+
+    /// Create or reset branch `name` at `source`, conditional on `expected`.
+    fn fork(
+        &self,
+        locator: &Value,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String> {
+        let _ = (locator, source, name, expected);
+        Err(self.unsupported("fork"))
+    }
+
+    /// Delete a branch `fork` created (never the base); already gone is success.
+    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+        let _ = (locator, working_ref);
+        Err(self.unsupported("delete_working_ref"))
+    }
+
+    /// Why `working_ref` cannot be deleted now. Default: nothing blocks it.
+    fn working_ref_blockers(&self, locator: &Value, working_ref: &str) -> Result<Option<String>> {
+        let _ = (locator, working_ref);
+        Ok(None)
+    }
+
+    /// Native branches named `tether.ws.*`. Default: none.
+    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+        let _ = locator;
+        Ok(Vec::new())
+    }
+
+    /// Give a pin a new id. Default: pin the state under the new id, then unpin
+    /// the old one (right wherever pins are tags).
+    fn rename_pin(
+        &self,
+        locator: &Value,
+        old: &PinRef,
+        state: &Value,
+        new_id: &str,
+    ) -> Result<PinRef> {
+        let new = self.pin(locator, state, new_id)?;
+        self.unpin(locator, old)?;
+        Ok(new)
+    }
+
+    /// Rename a working branch. Default: fork `new` from `old`'s head, then
+    /// delete `old`.
+    fn rename_working_ref(&self, locator: &Value, old: &str, new: &str) -> Result<String> {
+        let head = self.fingerprint(locator, Some(old))?;
+        let renamed = self.fork(
+            locator,
+            &Target::Recorded(head),
+            new,
+            &Expected::Unconditional,
+        )?;
+        self.delete_working_ref(locator, old)?;
+        Ok(renamed)
+    }
+
+    /// Fast-forward the base to `source`; the base's new state.
+    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+        let _ = (locator, source, expected);
+        Err(self.unsupported("promote"))
+    }
+
+    /// Three-way merge `source` into the base; the base's new state.
+    fn merge(
+        &self,
+        locator: &Value,
+        source: &Target,
+        message: &str,
+        expected: &Expected,
+    ) -> Result<Value> {
+        let _ = (locator, source, message, expected);
+        Err(self.unsupported("merge"))
+    }
+
+    /// Whether `ancestor` is in `descendant`'s history. Default: unknown.
+    fn ancestor_of(
+        &self,
+        locator: &Value,
+        ancestor: &Value,
+        descendant: &Value,
+    ) -> Result<Option<bool>> {
+        let _ = (locator, ancestor, descendant);
+        Ok(None)
+    }
+
+    /// A handle on the base, a working ref, a pin or a recorded state.
+    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+        let _ = (locator, target, read_only);
+        Err(self.unsupported("open"))
+    }
+
+    /// Native history from `from_ref` (the base when none), newest first.
+    fn history(
+        &self,
+        locator: &Value,
+        from_ref: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>> {
+        let _ = (locator, from_ref, limit);
+        Err(self.unsupported("history"))
+    }
+
+    /// The native diff of two states, from metadata only.
+    fn diff(
+        &self,
+        locator: &Value,
+        a: &Value,
+        b: &Value,
+        listing_a: Option<&str>,
+        listing_b: Option<&str>,
+    ) -> Result<crate::ObjectDiff> {
+        let _ = (locator, a, b, listing_a, listing_b);
+        Err(self.unsupported("diff"))
+    }
+
+    /// A detailed description of `state` for `.tether/listings/`. Default: none.
+    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+        let _ = (locator, state);
+        Ok(None)
+    }
+
+    /// Make an empty store owned by `owner`; its initial state.
+    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+        let _ = (locator, owner);
+        Err(self.unsupported("create"))
+    }
+
+    /// The dataset id in the store's owner marker, or none.
+    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+        let _ = locator;
+        Err(self.unsupported("owner"))
+    }
+
+    /// Whether nothing remains but the base at its initial state, the marker
+    /// and the refs in `ignoring`.
+    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+        let _ = (locator, ignoring);
+        Err(self.unsupported("is_ref_empty"))
+    }
+
+    /// Remove a store `owner` created, re-checking owner and emptiness.
+    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+        let _ = (locator, owner);
+        Err(self.unsupported("delete_store"))
+    }
+
+    /// Refuse when writers are active. Default: never.
+    fn check_quiescence(&self, locator: &Value, working_ref: Option<&str>) -> Result<()> {
+        let _ = (locator, working_ref);
+        Ok(())
+    }
+
+    /// The resource that owns branches. Default: canonical identity.
+    fn branch_scope(&self, locator: &Value) -> Result<String> {
+        Ok(canonical_json(&self.identity(locator)?))
+    }
+
+    /// The resource whose pins `list_pins` returns. Default: canonical identity.
+    fn ref_namespace(&self, locator: &Value) -> Result<String> {
+        Ok(canonical_json(&self.identity(locator)?))
+    }
+
+    /// Whether `state` can be reopened. Default: yes.
+    fn state_addressable(&self, locator: &Value, state: &Value) -> Result<bool> {
+        let _ = (locator, state);
+        Ok(true)
+    }
+
+    /// The capability error for an unsupported `method` (used by defaults).
+    fn unsupported(&self, method: &str) -> Error {
+        Error::unsupported(method, &self.describe().kind)
+    }
+}

@@ -1,0 +1,193 @@
+//! # tether-sdk: write a tether storage backend
+//!
+//! A tether backend is a WebAssembly component (`wasm32-wasip2`) implementing
+//! the `tether:backend@0.1.0` contract in `wit/`. This crate turns that
+//! contract into Rust: implement [`Backend`] (and, for the conformance suite,
+//! [`Harness`]), then call [`export!`] once.
+//!
+//! - [`Backend`]: every protocol member, with the spec's defaults; locators,
+//!   states and configs are [`serde_json::Value`]s.
+//! - [`Error`]: the contract's error cases ([`Error::RefMoved`],
+//!   [`Error::MergeConflict`], ...).
+//! - [`json`]: [`canonical_json`] and typed parsing ([`locator`], [`state`]).
+//! - [`expected`]: [`check_expected`] for conditional ref moves.
+//! - [`diff`]: the [`ObjectDiff`] builder (exact counts, capped entries).
+//! - [`storage`]: [`storage::Bucket`], the host's object storage with JSON
+//!   and conditional-put helpers.
+//! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
+//! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
+//!
+//! ## A small backend
+//!
+//! A backend whose system is one JSON object `state.json` in a bucket (its
+//! `root` locator key), pinned by copying it to `pins/<id>.json`:
+//!
+//! ```no_run
+//! use serde::Deserialize;
+//! use serde_json::{Value, json};
+//! use tether_sdk::storage::{Bucket, PutMode, StorageError};
+//! use tether_sdk::{Backend, Descriptor, Error, PinRef, Result, cap, descriptor};
+//!
+//! #[derive(Deserialize)]
+//! struct Locator {
+//!     root: String,
+//! }
+//!
+//! #[derive(Default)]
+//! struct OneFile;
+//!
+//! impl Backend for OneFile {
+//!     fn describe(&self) -> Descriptor {
+//!         Descriptor {
+//!             storage_keys: vec!["root".into()],
+//!             ..descriptor("one-file", &[cap::FINGERPRINT, cap::PIN, cap::ATOMIC_REF])
+//!         }
+//!     }
+//!
+//!     fn identity(&self, locator: &Value) -> Result<Value> {
+//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!         Ok(json!({ "root": loc.root }))
+//!     }
+//!
+//!     fn fingerprint(&self, locator: &Value, _working_ref: Option<&str>) -> Result<Value> {
+//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!         let bucket = Bucket::open(&loc.root)?;
+//!         let meta = bucket.head("state.json")?.ok_or_else(|| Error::not_found("no state.json"))?;
+//!         Ok(json!({ "etag": meta.etag }))
+//!     }
+//!
+//!     fn pin(&self, locator: &Value, _state: &Value, pin_id: &str) -> Result<PinRef> {
+//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!         let bucket = Bucket::open(&loc.root)?;
+//!         let key = format!("pins/{pin_id}.json");
+//!         // A real backend would also compare the copy with `state`.
+//!         let created = match bucket.copy("state.json", &key, false) {
+//!             Ok(_) => true,
+//!             Err(StorageError::AlreadyExists(_)) => false,
+//!             Err(e) => return Err(e.into()),
+//!         };
+//!         tether_sdk::info!("pinned {pin_id} (created: {created})");
+//!         Ok(PinRef { id: pin_id.into(), ref_: format!("tether.{pin_id}"), created })
+//!     }
+//! }
+//!
+//! tether_sdk::export!(OneFile);
+//! # fn main() {}
+//! ```
+//!
+//! Every member not written returns a capability error (or the spec's
+//! default), so the plugin declares only what it implements.
+//!
+//! ## Exporting
+//!
+//! - `tether_sdk::export!(MyBackend)` exports the `backend` interface (world
+//!   `backend-plugin`); the component has no `harness` export.
+//! - `tether_sdk::export!(MyBackend, harness: MyHarness)` also exports the
+//!   conformance `harness` (world `backend-plugin-with-harness`).
+//!
+//! Call it once, in the crate that builds the component (`crate-type =
+//! ["cdylib"]`). A library that other plugins wrap should put its call behind a
+//! cargo feature, as `tether-plugin-memory` does.
+//!
+//! Build with `cargo build --release --target wasm32-wasip2`; the `.wasm` is a
+//! component. `wasm-tools component wit X.wasm` shows what it imports and
+//! exports.
+
+// Lets the generated code and `export!` name this crate as `tether_sdk` from
+// inside it too.
+extern crate self as tether_sdk;
+
+pub mod backend;
+pub mod diff;
+pub mod error;
+pub mod expected;
+pub mod harness;
+pub mod json;
+pub mod log;
+pub mod storage;
+
+mod glue;
+
+/// Bindings generated from `wit/` for world `backend-plugin`: the imported
+/// `storage` and `log` interfaces, the shared `types`, and the `backend`
+/// export. Plugins normally use the wrappers instead.
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "backend-plugin",
+        path: "../wit",
+        // The export macro is invoked by plugins (through `export!`), and only
+        // its invocation links the world's exports into a component. So a plugin
+        // that never names the harness world never gets a harness export.
+        pub_export_macro: true,
+        export_macro_name: "export_backend_plugin",
+        default_bindings_module: "tether_sdk::bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+/// Bindings for the `harness` export alone, reusing [`bindings`]' types.
+///
+/// `backend-plugin-with-harness` cannot be generated next to `backend-plugin`
+/// in one crate (both would define the `backend` export glue), so this module
+/// generates a helper world that exports only `harness`. `export!(.., harness:
+/// ..)` invokes both worlds' export macros, and wit-component merges the two
+/// into `backend-plugin-with-harness`.
+#[doc(hidden)]
+pub mod harness_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        inline: "
+            package tether-sdk:glue;
+            world harness-only {
+                export tether:backend/harness@0.1.0;
+            }
+        ",
+        world: "tether-sdk:glue/harness-only",
+        with: {
+            "tether:backend/types@0.1.0": crate::bindings::tether::backend::types,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_harness_only",
+        default_bindings_module: "tether_sdk::harness_bindings",
+    });
+}
+
+pub use backend::{
+    ABI_VERSION, Backend, Descriptor, Expected, Handle, HistoryEntry, PIN_REF_PREFIX, PinRef,
+    Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap, descriptor,
+};
+pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
+pub use error::{Error, Result};
+pub use expected::{check_expected, content_state, same_content};
+pub use harness::Harness;
+pub use json::{canonical_json, locator, state};
+
+/// What [`export!`] expands to; not API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::glue::{Exported, NoHarness};
+}
+
+/// Export a backend (and optionally a conformance harness) from this component.
+///
+/// ```text
+/// tether_sdk::export!(MyBackend);                      // world backend-plugin
+/// tether_sdk::export!(MyBackend, harness: MyHarness);  // world backend-plugin-with-harness
+/// ```
+#[macro_export]
+macro_rules! export {
+    ($backend:ty $(,)?) => {
+        #[doc(hidden)]
+        type __TetherExported = $crate::__private::Exported<$backend>;
+        $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
+    };
+    ($backend:ty, harness: $harness:ty $(,)?) => {
+        #[doc(hidden)]
+        type __TetherExported = $crate::__private::Exported<$backend, $harness>;
+        // `backend` from one world, `harness` from the other (see `harness_bindings`).
+        $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
+        $crate::harness_bindings::export_harness_only!(
+            __TetherExported with_types_in $crate::harness_bindings
+        );
+    };
+}
