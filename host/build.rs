@@ -1,0 +1,143 @@
+//! Builds the first-party plugins (`../plugins`, a wasm32-wasip2 workspace) in
+//! release mode and embeds each component in the `tether` binary.
+//!
+//! The inner cargo runs with its own target directory, so it never waits on the
+//! outer build's lock, and with the outer build's flags and wrappers cleared
+//! (clippy's `RUSTC_WORKSPACE_WRAPPER`, coverage `RUSTFLAGS`), so every host
+//! profile embeds the same bytes. Paths are remapped so the components do not
+//! depend on where the checkout or cargo home lives (DESIGN §5, reproducible).
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf();
+    let plugins_dir = root.join("plugins");
+    let target_dir = root.join("target").join("wasm-plugins");
+
+    for watched in ["plugins", "sdk", "wit"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=TETHER_SKIP_PLUGIN_BUILD");
+
+    let crates = plugin_crates(&plugins_dir);
+    if env::var_os("TETHER_SKIP_PLUGIN_BUILD").is_none() {
+        build_plugins(&root, &plugins_dir, &target_dir);
+    }
+
+    let wasm_dir = target_dir.join("wasm32-wasip2").join("release");
+    let mut code = String::from(
+        "/// The first-party plugins, built from `plugins/` and embedded at build time.\n\
+         pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[\n",
+    );
+    for name in &crates {
+        let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
+        if !file.exists() {
+            if env::var_os("TETHER_SKIP_PLUGIN_BUILD").is_some() {
+                println!("cargo:warning=plugin {name} is not built; it is left out of this binary");
+                continue;
+            }
+            panic!(
+                "plugin component {} was not built; run `cargo xtask build-plugins` to see why",
+                file.display()
+            );
+        }
+        writeln!(
+            code,
+            "    BuiltinPlugin {{ crate_name: {name:?}, wasm: include_bytes!({:?}) }},",
+            file.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("builtin_plugins.rs");
+    fs::write(out, code).expect("write builtin_plugins.rs");
+    println!(
+        "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
+        wasm_dir.display()
+    );
+}
+
+/// Package names of the plugin crates: every member directory of `plugins/`.
+fn plugin_crates(plugins_dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let entries = fs::read_dir(plugins_dir).expect("read plugins/");
+    for entry in entries {
+        let path = entry.expect("read plugins/ entry").path();
+        let manifest = path.join("Cargo.toml");
+        if !manifest.is_file() {
+            continue;
+        }
+        let text = fs::read_to_string(&manifest).expect("read plugin Cargo.toml");
+        let name = text
+            .lines()
+            .skip_while(|l| l.trim() != "[package]")
+            .find_map(|l| {
+                let l = l.trim();
+                l.strip_prefix("name").map(|rest| {
+                    rest.trim_start()
+                        .trim_start_matches('=')
+                        .trim()
+                        .trim_matches('"')
+                        .to_string()
+                })
+            })
+            .unwrap_or_else(|| panic!("{} has no [package] name", manifest.display()));
+        names.push(name);
+    }
+    names.sort();
+    names
+}
+
+fn build_plugins(root: &Path, plugins_dir: &Path, target_dir: &Path) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let home = env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .ok()
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let mut remaps = vec![format!("--remap-path-prefix={}=/tether", root.display())];
+    if let Some(home) = home {
+        remaps.push(format!("--remap-path-prefix={}=/cargo", home.display()));
+    }
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(plugins_dir)
+        .args(["build", "--release", "--workspace", "--target-dir"])
+        .arg(target_dir)
+        .env("CARGO_ENCODED_RUSTFLAGS", remaps.join("\u{1f}"));
+    for var in [
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        if key.starts_with("CARGO_PROFILE_")
+            || key.starts_with("CARGO_CFG_")
+            || key.starts_with("CARGO_FEATURE_")
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    let status = cmd.status().expect("run cargo for plugins/");
+    if !status.success() {
+        panic!(
+            "building the plugins in {} failed (see the output above)",
+            plugins_dir.display()
+        );
+    }
+}

@@ -1,0 +1,44 @@
+//! `tether backends [--json]`.
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::backends;
+use crate::plugin::Runtime;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let runtime = Runtime::global()?;
+    let rows = backends::list(&runtime).await?;
+    tracing::debug!(stats = ?runtime.stats(), "plugin runtime");
+    if args.json {
+        print_json(&rows)?;
+        return Ok(Exit::Ok);
+    }
+    let width = rows.iter().map(|r| r.kind.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:width$}  {:12}  {:11}  {:8}  CAPABILITIES",
+        "KIND", "MATURITY", "TIER", "SOURCE"
+    );
+    for r in &rows {
+        println!(
+            "{:width$}  {:12}  {:11}  {:8}  {}",
+            r.kind,
+            r.maturity.as_deref().unwrap_or("-"),
+            r.tier.as_deref().unwrap_or("-"),
+            r.source,
+            r.capabilities.join(", "),
+        );
+        println!("{:width$}  digest {}", "", r.digest);
+        if let Some(note) = &r.note {
+            println!("{:width$}  note: {note}", "");
+        }
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,43 @@
+//! What every command shares: JSON or text output, `error: ...` on stderr,
+//! and the spec's exit codes.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+/// How a command ended (spec/09 "Exit codes and errors").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success.
+    Ok,
+    /// 1: a report that is not ok (verify, status `error`), or nothing applied.
+    Failed,
+    /// 3: part of the work was done.
+    Partial,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> Self {
+        match e {
+            Exit::Ok => ExitCode::SUCCESS,
+            Exit::Failed => ExitCode::from(1),
+            Exit::Partial => ExitCode::from(3),
+        }
+    }
+}
+
+/// Print `value` as pretty JSON on stdout.
+pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Print an error as `error: ...` (with its causes) and exit 1.
+pub fn fail(e: &anyhow::Error) -> ExitCode {
+    let mut message = e.to_string();
+    for cause in e.chain().skip(1) {
+        message.push_str(&format!(": {cause}"));
+    }
+    eprintln!("error: {message}");
+    ExitCode::from(1)
+}

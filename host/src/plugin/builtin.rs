@@ -1,0 +1,46 @@
+//! The first-party plugins, compiled to `wasm32-wasip2` by `build.rs` and
+//! embedded in the binary, so one `tether` has every backend.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::error::PluginError;
+use super::runtime::{Plugin, PluginSource, Runtime};
+
+/// One embedded component.
+#[derive(Debug)]
+pub struct BuiltinPlugin {
+    /// The plugin's crate in `plugins/`.
+    pub crate_name: &'static str,
+    /// The component bytes.
+    pub wasm: &'static [u8],
+}
+
+include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
+
+/// Where `build.rs` built the first-party components (for tests and tools).
+pub fn build_dir() -> &'static Path {
+    Path::new(env!("TETHER_PLUGIN_WASM_DIR"))
+}
+
+/// The embedded component of a plugin crate (`tether-plugin-memory`).
+pub fn by_crate(crate_name: &str) -> Option<&'static BuiltinPlugin> {
+    BUILTIN_PLUGINS.iter().find(|p| p.crate_name == crate_name)
+}
+
+/// Load every built-in plugin, in crate order.
+pub async fn load_all(runtime: &Runtime) -> Result<Vec<Arc<Plugin>>, PluginError> {
+    let mut plugins = Vec::with_capacity(BUILTIN_PLUGINS.len());
+    for p in BUILTIN_PLUGINS {
+        plugins.push(runtime.load_bytes(p.wasm, PluginSource::BuiltIn).await?);
+    }
+    Ok(plugins)
+}
+
+/// Load the built-in plugin of `kind`, if there is one.
+pub async fn load_kind(runtime: &Runtime, kind: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
+    Ok(load_all(runtime)
+        .await?
+        .into_iter()
+        .find(|p| p.kind() == kind))
+}

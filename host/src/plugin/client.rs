@@ -1,0 +1,632 @@
+//! Typed calls into a plugin for one object.
+//!
+//! An [`ObjectClient`] binds a plugin to one object's locator and config. Each
+//! method is one plugin call in a fresh store: instantiate from the
+//! `InstancePre`, `configure`, then the method itself, under the runtime's
+//! deadline and memory limit. The storage grants of the call are the URIs the
+//! locator holds under the plugin's declared storage keys (plus any scratch
+//! URIs the caller grants explicitly, as the conformance harness does).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::bindings::types as wit;
+use super::error::BackendError;
+use super::runtime::Plugin;
+use super::storage::Grants;
+use super::types::{
+    Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, json_in, json_out,
+};
+
+/// One call, with its arguments in wire form.
+enum Call {
+    ValidateLocator,
+    Identity,
+    EffectiveCapabilities(String),
+    Fingerprint(Option<String>),
+    Pin(String, String),
+    Unpin(wit::PinRef),
+    ListPins,
+    Verify(String, Option<wit::PinRef>, bool),
+    Fork(wit::Target, String, wit::Expected),
+    DeleteWorkingRef(String),
+    WorkingRefBlockers(String),
+    ListWorkingRefs,
+    RenamePin(wit::PinRef, String, String),
+    RenameWorkingRef(String, String),
+    Promote(wit::Target, wit::Expected),
+    Merge(wit::Target, String, wit::Expected),
+    AncestorOf(String, String),
+    Open(wit::Target, bool),
+    History(Option<String>, u32),
+    Diff(String, String, Option<String>, Option<String>),
+    Listing(String),
+    Create(String),
+    Owner,
+    IsRefEmpty(Vec<String>),
+    DeleteStore(String),
+    CheckQuiescence(Option<String>),
+    BranchScope,
+    RefNamespace,
+    StateAddressable(String),
+    HarnessNewObject(String),
+    HarnessMutate(Option<String>),
+    HarnessFreshLocator(String),
+}
+
+/// What a call returned, in wire form.
+enum Reply {
+    Unit,
+    Json(String),
+    Text(String),
+    OptText(Option<String>),
+    Strings(Vec<String>),
+    OptBool(Option<bool>),
+    Bool(bool),
+    Pin(wit::PinRef),
+    Verify(wit::VerifyReport),
+    Handle(wit::Handle),
+    History(Vec<wit::HistoryEntry>),
+    Diff(wit::ObjectDiff),
+}
+
+/// A plugin bound to one object.
+#[derive(Clone)]
+pub struct ObjectClient {
+    plugin: Arc<Plugin>,
+    locator: String,
+    config: String,
+    grants: Vec<String>,
+}
+
+impl std::fmt::Debug for ObjectClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectClient")
+            .field("kind", &self.plugin.kind())
+            .field("locator", &self.locator)
+            .finish()
+    }
+}
+
+impl Plugin {
+    /// A client for the object at `locator`, configured with `config` (the
+    /// `[backends.<kind>]` table, `{}` when none).
+    pub fn object(self: &Arc<Self>, locator: &Value, config: &Value) -> ObjectClient {
+        let grants = self
+            .descriptor()
+            .storage_keys
+            .iter()
+            .filter_map(|k| locator.get(k).and_then(Value::as_str).map(str::to_string))
+            .collect();
+        ObjectClient {
+            plugin: self.clone(),
+            locator: json_in(locator),
+            config: json_in(config),
+            grants,
+        }
+    }
+
+    /// A client for the conformance harness, with `scratch_uri` granted.
+    pub fn harness(
+        self: &Arc<Self>,
+        scratch_uri: &str,
+        config: &Value,
+    ) -> Result<HarnessClient, BackendError> {
+        if !self.has_harness() {
+            return Err(BackendError::Capability(format!(
+                "the {} plugin exports no harness",
+                self.kind()
+            )));
+        }
+        Ok(HarnessClient {
+            plugin: self.clone(),
+            scratch: scratch_uri.to_string(),
+            config: json_in(config),
+        })
+    }
+}
+
+/// Calls into a plugin's `harness` (conformance only).
+#[derive(Clone)]
+pub struct HarnessClient {
+    plugin: Arc<Plugin>,
+    scratch: String,
+    config: String,
+}
+
+impl HarnessClient {
+    /// Make a fresh system under the scratch URI; returns its locator.
+    pub async fn new_object(&self) -> Result<Value, BackendError> {
+        let reply = run(
+            &self.plugin,
+            &self.config,
+            "{}",
+            vec![self.scratch.clone()],
+            Call::HarnessNewObject(self.scratch.clone()),
+        )
+        .await?;
+        json_out(&expect_json(reply)?, "harness locator")
+    }
+
+    /// Write something new to `locator` at `working_ref` (the base when none).
+    pub async fn mutate(
+        &self,
+        locator: &Value,
+        working_ref: Option<&str>,
+    ) -> Result<(), BackendError> {
+        run(
+            &self.plugin,
+            &self.config,
+            &json_in(locator),
+            vec![self.scratch.clone()],
+            Call::HarnessMutate(working_ref.map(str::to_string)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// A locator under the scratch URI where no store exists yet.
+    pub async fn fresh_locator(&self) -> Result<Value, BackendError> {
+        let reply = run(
+            &self.plugin,
+            &self.config,
+            "{}",
+            vec![self.scratch.clone()],
+            Call::HarnessFreshLocator(self.scratch.clone()),
+        )
+        .await?;
+        json_out(&expect_json(reply)?, "harness locator")
+    }
+
+    /// A client for an object the harness made, with the scratch URI granted
+    /// besides what the locator names.
+    pub fn object(&self, locator: &Value) -> ObjectClient {
+        let mut client = self
+            .plugin
+            .object(locator, &Value::Object(Default::default()));
+        client.config = self.config.clone();
+        client.grants.push(self.scratch.clone());
+        client
+    }
+}
+
+fn unexpected(what: &str) -> BackendError {
+    BackendError::Other(format!("internal error: unexpected reply shape for {what}"))
+}
+
+fn expect_json(r: Reply) -> Result<String, BackendError> {
+    match r {
+        Reply::Json(s) => Ok(s),
+        _ => Err(unexpected("json")),
+    }
+}
+
+macro_rules! reply {
+    ($reply:expr, $variant:ident) => {
+        match $reply {
+            Reply::$variant(v) => Ok(v),
+            _ => Err(unexpected(stringify!($variant))),
+        }
+    };
+}
+
+impl ObjectClient {
+    pub fn plugin(&self) -> &Arc<Plugin> {
+        &self.plugin
+    }
+
+    /// The locator, in canonical JSON.
+    pub fn locator_json(&self) -> &str {
+        &self.locator
+    }
+
+    async fn call(&self, call: Call) -> Result<Reply, BackendError> {
+        run(
+            &self.plugin,
+            &self.config,
+            &self.locator,
+            self.grants.clone(),
+            call,
+        )
+        .await
+    }
+
+    async fn json(&self, call: Call, what: &str) -> Result<Value, BackendError> {
+        json_out(&expect_json(self.call(call).await?)?, what)
+    }
+
+    pub async fn validate_locator(&self) -> Result<(), BackendError> {
+        self.call(Call::ValidateLocator).await.map(|_| ())
+    }
+
+    pub async fn identity(&self) -> Result<Value, BackendError> {
+        self.json(Call::Identity, "identity").await
+    }
+
+    pub async fn effective_capabilities(
+        &self,
+        policy: &Value,
+    ) -> Result<Vec<String>, BackendError> {
+        reply!(
+            self.call(Call::EffectiveCapabilities(json_in(policy)))
+                .await?,
+            Strings
+        )
+    }
+
+    pub async fn fingerprint(&self, working_ref: Option<&str>) -> Result<Value, BackendError> {
+        self.json(Call::Fingerprint(working_ref.map(str::to_string)), "state")
+            .await
+    }
+
+    pub async fn pin(&self, state: &Value, pin_id: &str) -> Result<PinRef, BackendError> {
+        reply!(
+            self.call(Call::Pin(json_in(state), pin_id.to_string()))
+                .await?,
+            Pin
+        )
+        .map(Into::into)
+    }
+
+    pub async fn unpin(&self, pin: &PinRef) -> Result<(), BackendError> {
+        self.call(Call::Unpin(pin.into())).await.map(|_| ())
+    }
+
+    pub async fn list_pins(&self) -> Result<Vec<String>, BackendError> {
+        reply!(self.call(Call::ListPins).await?, Strings)
+    }
+
+    pub async fn verify(
+        &self,
+        state: &Value,
+        pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport, BackendError> {
+        reply!(
+            self.call(Call::Verify(json_in(state), pin.map(Into::into), deep))
+                .await?,
+            Verify
+        )
+        .map(Into::into)
+    }
+
+    pub async fn fork(
+        &self,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String, BackendError> {
+        reply!(
+            self.call(Call::Fork(source.into(), name.to_string(), expected.into()))
+                .await?,
+            Text
+        )
+    }
+
+    pub async fn delete_working_ref(&self, working_ref: &str) -> Result<(), BackendError> {
+        self.call(Call::DeleteWorkingRef(working_ref.to_string()))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn working_ref_blockers(
+        &self,
+        working_ref: &str,
+    ) -> Result<Option<String>, BackendError> {
+        reply!(
+            self.call(Call::WorkingRefBlockers(working_ref.to_string()))
+                .await?,
+            OptText
+        )
+    }
+
+    pub async fn list_working_refs(&self) -> Result<Vec<String>, BackendError> {
+        reply!(self.call(Call::ListWorkingRefs).await?, Strings)
+    }
+
+    pub async fn rename_pin(
+        &self,
+        old: &PinRef,
+        state: &Value,
+        new_id: &str,
+    ) -> Result<PinRef, BackendError> {
+        reply!(
+            self.call(Call::RenamePin(
+                old.into(),
+                json_in(state),
+                new_id.to_string()
+            ))
+            .await?,
+            Pin
+        )
+        .map(Into::into)
+    }
+
+    pub async fn rename_working_ref(&self, old: &str, new: &str) -> Result<String, BackendError> {
+        reply!(
+            self.call(Call::RenameWorkingRef(old.to_string(), new.to_string()))
+                .await?,
+            Text
+        )
+    }
+
+    pub async fn promote(
+        &self,
+        source: &Target,
+        expected: &Expected,
+    ) -> Result<Value, BackendError> {
+        self.json(Call::Promote(source.into(), expected.into()), "state")
+            .await
+    }
+
+    pub async fn merge(
+        &self,
+        source: &Target,
+        message: &str,
+        expected: &Expected,
+    ) -> Result<Value, BackendError> {
+        self.json(
+            Call::Merge(source.into(), message.to_string(), expected.into()),
+            "state",
+        )
+        .await
+    }
+
+    pub async fn ancestor_of(
+        &self,
+        ancestor: &Value,
+        descendant: &Value,
+    ) -> Result<Option<bool>, BackendError> {
+        reply!(
+            self.call(Call::AncestorOf(json_in(ancestor), json_in(descendant)))
+                .await?,
+            OptBool
+        )
+    }
+
+    pub async fn open(&self, target: &Target, read_only: bool) -> Result<Handle, BackendError> {
+        reply!(
+            self.call(Call::Open(target.into(), read_only)).await?,
+            Handle
+        )?
+        .try_into()
+    }
+
+    pub async fn history(
+        &self,
+        from_ref: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>, BackendError> {
+        let entries = reply!(
+            self.call(Call::History(from_ref.map(str::to_string), limit))
+                .await?,
+            History
+        )?;
+        Ok(entries.into_iter().map(Into::into).collect())
+    }
+
+    pub async fn diff(
+        &self,
+        a: &Value,
+        b: &Value,
+        listing_a: Option<&str>,
+        listing_b: Option<&str>,
+    ) -> Result<ObjectDiff, BackendError> {
+        let call = Call::Diff(
+            json_in(a),
+            json_in(b),
+            listing_a.map(str::to_string),
+            listing_b.map(str::to_string),
+        );
+        reply!(self.call(call).await?, Diff).map(Into::into)
+    }
+
+    pub async fn listing(&self, state: &Value) -> Result<Option<String>, BackendError> {
+        reply!(self.call(Call::Listing(json_in(state))).await?, OptText)
+    }
+
+    pub async fn create(&self, owner: &str) -> Result<Value, BackendError> {
+        self.json(Call::Create(owner.to_string()), "state").await
+    }
+
+    pub async fn owner(&self) -> Result<Option<String>, BackendError> {
+        reply!(self.call(Call::Owner).await?, OptText)
+    }
+
+    pub async fn is_ref_empty(&self, ignoring: &[String]) -> Result<Option<bool>, BackendError> {
+        reply!(
+            self.call(Call::IsRefEmpty(ignoring.to_vec())).await?,
+            OptBool
+        )
+    }
+
+    pub async fn delete_store(&self, owner: &str) -> Result<(), BackendError> {
+        self.call(Call::DeleteStore(owner.to_string()))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn check_quiescence(&self, working_ref: Option<&str>) -> Result<(), BackendError> {
+        self.call(Call::CheckQuiescence(working_ref.map(str::to_string)))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn branch_scope(&self) -> Result<String, BackendError> {
+        reply!(self.call(Call::BranchScope).await?, Text)
+    }
+
+    pub async fn ref_namespace(&self) -> Result<String, BackendError> {
+        reply!(self.call(Call::RefNamespace).await?, Text)
+    }
+
+    pub async fn state_addressable(&self, state: &Value) -> Result<bool, BackendError> {
+        reply!(
+            self.call(Call::StateAddressable(json_in(state))).await?,
+            Bool
+        )
+    }
+}
+
+/// One call in a fresh store, bounded by the runtime's deadline (a trap for
+/// wasm that runs too long, a timeout for time blocked in host calls).
+async fn run(
+    plugin: &Plugin,
+    config: &str,
+    locator: &str,
+    grants: Vec<String>,
+    call: Call,
+) -> Result<Reply, BackendError> {
+    let limit = plugin.shared.config.call_timeout;
+    // The epoch deadline stops guest code; this outer bound also covers time
+    // spent waiting in host calls (storage), where epochs are not checked.
+    match tokio::time::timeout(
+        limit + std::time::Duration::from_secs(1),
+        run_inner(plugin, config, locator, grants, call),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Deadline {
+            kind: plugin.kind_label(),
+            limit,
+        }),
+    }
+}
+
+async fn run_inner(
+    plugin: &Plugin,
+    config: &str,
+    locator: &str,
+    grants: Vec<String>,
+    call: Call,
+) -> Result<Reply, BackendError> {
+    let (mut store, instance) = plugin.instantiate(Grants::new(grants)).await?;
+    let s = &mut store;
+    let fault = |e: wasmtime::Error, s: &wasmtime::Store<_>| plugin.fault(e, s);
+    let backend = plugin
+        .backend
+        .load(&mut *s, &instance)
+        .map_err(|e| fault(e, s))?;
+    macro_rules! go {
+        ($fut:expr) => {
+            match $fut.await {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => return Err(BackendError::from(e)),
+                Err(e) => return Err(fault(e, s)),
+            }
+        };
+    }
+    // `json` is a type alias of `string`, so the bindings take `&String`.
+    let (config, locator) = (config.to_string(), locator.to_string());
+    go!(backend.call_configure(&mut *s, &config));
+    let l = &locator;
+    let reply = match call {
+        Call::ValidateLocator => {
+            go!(backend.call_validate_locator(&mut *s, l));
+            Reply::Unit
+        }
+        Call::Identity => Reply::Json(go!(backend.call_identity(&mut *s, l))),
+        Call::EffectiveCapabilities(policy) => {
+            Reply::Strings(go!(backend.call_effective_capabilities(&mut *s, l, &policy)))
+        }
+        Call::Fingerprint(wr) => {
+            Reply::Json(go!(backend.call_fingerprint(&mut *s, l, wr.as_deref())))
+        }
+        Call::Pin(state, id) => Reply::Pin(go!(backend.call_pin(&mut *s, l, &state, &id))),
+        Call::Unpin(pin) => {
+            go!(backend.call_unpin(&mut *s, l, &pin));
+            Reply::Unit
+        }
+        Call::ListPins => Reply::Strings(go!(backend.call_list_pins(&mut *s, l))),
+        Call::Verify(state, pin, deep) => Reply::Verify(go!(backend.call_verify(
+            &mut *s,
+            l,
+            &state,
+            pin.as_ref(),
+            deep
+        ))),
+        Call::Fork(source, name, expected) => {
+            Reply::Text(go!(backend.call_fork(&mut *s, l, &source, &name, &expected)))
+        }
+        Call::DeleteWorkingRef(r) => {
+            go!(backend.call_delete_working_ref(&mut *s, l, &r));
+            Reply::Unit
+        }
+        Call::WorkingRefBlockers(r) => {
+            Reply::OptText(go!(backend.call_working_ref_blockers(&mut *s, l, &r)))
+        }
+        Call::ListWorkingRefs => Reply::Strings(go!(backend.call_list_working_refs(&mut *s, l))),
+        Call::RenamePin(old, state, new_id) => Reply::Pin(go!(
+            backend.call_rename_pin(&mut *s, l, &old, &state, &new_id)
+        )),
+        Call::RenameWorkingRef(old, new) => {
+            Reply::Text(go!(backend.call_rename_working_ref(&mut *s, l, &old, &new)))
+        }
+        Call::Promote(source, expected) => {
+            Reply::Json(go!(backend.call_promote(&mut *s, l, &source, &expected)))
+        }
+        Call::Merge(source, message, expected) => Reply::Json(go!(
+            backend.call_merge(&mut *s, l, &source, &message, &expected)
+        )),
+        Call::AncestorOf(a, d) => Reply::OptBool(go!(backend.call_ancestor_of(&mut *s, l, &a, &d))),
+        Call::Open(target, ro) => Reply::Handle(go!(backend.call_open(&mut *s, l, &target, ro))),
+        Call::History(from, limit) => Reply::History(go!(backend.call_history(
+            &mut *s,
+            l,
+            from.as_deref(),
+            limit
+        ))),
+        Call::Diff(a, b, la, lb) => Reply::Diff(go!(backend.call_diff(
+            &mut *s,
+            l,
+            &a,
+            &b,
+            la.as_deref(),
+            lb.as_deref()
+        ))),
+        Call::Listing(state) => Reply::OptText(go!(backend.call_listing(&mut *s, l, &state))),
+        Call::Create(owner) => Reply::Json(go!(backend.call_create(&mut *s, l, &owner))),
+        Call::Owner => Reply::OptText(go!(backend.call_owner(&mut *s, l))),
+        Call::IsRefEmpty(ignoring) => {
+            Reply::OptBool(go!(backend.call_is_ref_empty(&mut *s, l, &ignoring)))
+        }
+        Call::DeleteStore(owner) => {
+            go!(backend.call_delete_store(&mut *s, l, &owner));
+            Reply::Unit
+        }
+        Call::CheckQuiescence(wr) => {
+            go!(backend.call_check_quiescence(&mut *s, l, wr.as_deref()));
+            Reply::Unit
+        }
+        Call::BranchScope => Reply::Text(go!(backend.call_branch_scope(&mut *s, l))),
+        Call::RefNamespace => Reply::Text(go!(backend.call_ref_namespace(&mut *s, l))),
+        Call::StateAddressable(state) => {
+            Reply::Bool(go!(backend.call_state_addressable(&mut *s, l, &state)))
+        }
+        Call::HarnessNewObject(_) | Call::HarnessMutate(_) | Call::HarnessFreshLocator(_) => {
+            let indices = plugin.harness.as_ref().ok_or_else(|| {
+                BackendError::Capability(format!(
+                    "the {} plugin exports no harness",
+                    plugin.kind_label()
+                ))
+            })?;
+            let harness = indices.load(&mut *s, &instance).map_err(|e| fault(e, s))?;
+            match call {
+                Call::HarnessNewObject(scratch) => {
+                    Reply::Json(go!(harness.call_new_object(&mut *s, &scratch)))
+                }
+                Call::HarnessMutate(wr) => {
+                    go!(harness.call_mutate(&mut *s, l, wr.as_deref()));
+                    Reply::Unit
+                }
+                Call::HarnessFreshLocator(scratch) => {
+                    Reply::Json(go!(harness.call_fresh_locator(&mut *s, &scratch)))
+                }
+                _ => unreachable!("matched above"),
+            }
+        }
+    };
+    Ok(reply)
+}

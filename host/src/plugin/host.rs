@@ -1,0 +1,277 @@
+//! The per-call store state and the host side of the imported interfaces
+//! (`storage`, `log`).
+//!
+//! Every call gets a fresh [`CallState`]: its storage grants come from the
+//! object's locator (the keys the plugin's descriptor names as storage keys),
+//! never from the plugin. WASI is linked with nothing granted: no preopened
+//! directory, no environment, no sockets, stdout discarded, stderr captured so
+//! a crash can be reported with what the plugin printed.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::{ResourceLimiter, Result as WtResult};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::tether::backend::{log, storage, types};
+use super::storage::{self as cap, Bucket, Grants};
+
+/// The host type behind the WIT `bucket` resource.
+pub type BucketHandle = Bucket;
+
+/// How much of a plugin's stderr is kept for error reports.
+const STDERR_CAPACITY: usize = 16 * 1024;
+
+/// The memory limiter of one call: a hard cap on linear memory, remembered when
+/// hit so the trap can be reported as what it was.
+pub(crate) struct Limiter {
+    pub(crate) max_memory: usize,
+    pub(crate) hit: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> WtResult<bool> {
+        if desired > self.max_memory {
+            self.hit = true;
+            return Err(wasmtime::format_err!(
+                "memory limit of {} bytes exceeded (asked for {desired})",
+                self.max_memory
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> WtResult<bool> {
+        // Tables hold function references; a million is far beyond any real plugin.
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// Everything one plugin call can reach.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    grants: Grants,
+    kind: Arc<str>,
+    stderr: MemoryOutputPipe,
+}
+
+impl CallState {
+    pub(crate) fn new(kind: Arc<str>, grants: Grants, max_memory: usize) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+        CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory,
+                hit: false,
+            },
+            grants,
+            kind,
+            stderr,
+        }
+    }
+
+    /// What the plugin wrote to stderr during the call (a panic message, say).
+    pub(crate) fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for CallState {}
+
+impl log::Host for CallState {
+    async fn log(&mut self, level: log::Level, message: String) -> WtResult<()> {
+        let kind = &*self.kind;
+        match level {
+            log::Level::Trace => tracing::trace!(plugin = kind, "{message}"),
+            log::Level::Debug => tracing::debug!(plugin = kind, "{message}"),
+            log::Level::Info => tracing::info!(plugin = kind, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin = kind, "{message}"),
+            log::Level::Error => tracing::error!(plugin = kind, "{message}"),
+        }
+        Ok(())
+    }
+}
+
+fn to_wit_error(e: cap::StorageError) -> storage::StorageError {
+    use cap::StorageError as E;
+    match e {
+        E::Denied(m) => storage::StorageError::Denied(m),
+        E::AlreadyExists(m) => storage::StorageError::AlreadyExists(m),
+        E::PreconditionFailed(m) => storage::StorageError::PreconditionFailed(m),
+        E::Invalid(m) => storage::StorageError::Invalid(m),
+        E::Io(m) => storage::StorageError::Io(m),
+    }
+}
+
+fn to_wit_meta(m: cap::ObjectMeta) -> storage::ObjectMeta {
+    storage::ObjectMeta {
+        key: m.key,
+        size: m.size,
+        etag: m.etag,
+        last_modified: m.last_modified,
+    }
+}
+
+type StorageResult<T> = WtResult<Result<T, storage::StorageError>>;
+
+impl CallState {
+    fn bucket(&self, handle: &Resource<BucketHandle>) -> WtResult<Bucket> {
+        Ok(self.table.get(handle)?.clone())
+    }
+}
+
+impl storage::Host for CallState {}
+
+impl storage::HostBucket for CallState {
+    async fn open(&mut self, uri: String) -> StorageResult<Resource<BucketHandle>> {
+        let location = match self.grants.check(&uri) {
+            Ok(location) => location,
+            Err(e) => {
+                tracing::warn!(plugin = &*self.kind, uri, "storage open refused: {e}");
+                return Ok(Err(to_wit_error(e)));
+            }
+        };
+        match Bucket::open(location).await {
+            Ok(bucket) => Ok(Ok(self.table.push(bucket)?)),
+            Err(e) => Ok(Err(to_wit_error(e))),
+        }
+    }
+
+    async fn uri(&mut self, handle: Resource<BucketHandle>) -> WtResult<String> {
+        Ok(self.bucket(&handle)?.uri().to_string())
+    }
+
+    async fn get(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        key: String,
+    ) -> StorageResult<Option<storage::StoredObject>> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .get(&key)
+            .await
+            .map(|o| {
+                o.map(|o| storage::StoredObject {
+                    meta: to_wit_meta(o.meta),
+                    data: o.data.to_vec(),
+                })
+            })
+            .map_err(to_wit_error))
+    }
+
+    async fn get_range(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        key: String,
+        offset: u64,
+        length: u64,
+    ) -> StorageResult<Option<Vec<u8>>> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .get_range(&key, offset, length)
+            .await
+            .map_err(to_wit_error))
+    }
+
+    async fn head(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        key: String,
+    ) -> StorageResult<Option<storage::ObjectMeta>> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .head(&key)
+            .await
+            .map(|m| m.map(to_wit_meta))
+            .map_err(to_wit_error))
+    }
+
+    async fn put(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        key: String,
+        data: Vec<u8>,
+        mode: storage::PutMode,
+    ) -> StorageResult<storage::ObjectMeta> {
+        let bucket = self.bucket(&handle)?;
+        let mode = match mode {
+            storage::PutMode::Overwrite => cap::PutMode::Overwrite,
+            storage::PutMode::Create => cap::PutMode::Create,
+            storage::PutMode::IfMatch(etag) => cap::PutMode::IfMatch(etag),
+        };
+        Ok(bucket
+            .put(&key, data, mode)
+            .await
+            .map(to_wit_meta)
+            .map_err(to_wit_error))
+    }
+
+    async fn list(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        prefix: String,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> StorageResult<storage::ListPage> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .list(&prefix, cursor, limit)
+            .await
+            .map(|p| storage::ListPage {
+                objects: p.objects.into_iter().map(to_wit_meta).collect(),
+                next: p.next,
+            })
+            .map_err(to_wit_error))
+    }
+
+    async fn delete(&mut self, handle: Resource<BucketHandle>, key: String) -> StorageResult<bool> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket.delete(&key).await.map_err(to_wit_error))
+    }
+
+    async fn copy(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        src: String,
+        dst: String,
+        overwrite: bool,
+    ) -> StorageResult<storage::ObjectMeta> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .copy(&src, &dst, overwrite)
+            .await
+            .map(to_wit_meta)
+            .map_err(to_wit_error))
+    }
+
+    async fn drop(&mut self, handle: Resource<BucketHandle>) -> WtResult<()> {
+        self.table.delete(handle)?;
+        Ok(())
+    }
+}

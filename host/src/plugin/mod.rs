@@ -1,0 +1,32 @@
+//! Plugins: the WebAssembly runtime that runs every storage backend, the host
+//! capabilities it grants them, and the built-in plugins.
+//!
+//! - [`Runtime`] compiles (once, cached), links and instantiates components;
+//! - [`ObjectClient`] makes typed calls for one object;
+//! - [`fan_out`] runs calls for many objects concurrently, collecting failures
+//!   per object;
+//! - [`builtin`] holds the first-party plugins embedded in this binary;
+//! - `storage` and `host` implement what plugins import.
+
+mod bindings;
+pub mod builtin;
+mod cache;
+mod client;
+mod error;
+mod fanout;
+mod host;
+mod runtime;
+pub mod storage;
+mod types;
+
+pub use cache::default_cache_root;
+pub use client::{HarnessClient, ObjectClient};
+pub use error::{BackendError, PluginError};
+pub use fanout::{FanOut, MultiObjectError, fan_out};
+pub use runtime::{
+    KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
+};
+pub use types::{
+    ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff, PinRef, Target,
+    VerifyReport, VerifyStatus,
+};

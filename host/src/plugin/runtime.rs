@@ -1,0 +1,507 @@
+//! The plugin runtime: one wasmtime `Engine` per process, each component
+//! compiled once (and cached on disk), an `InstancePre` per plugin, and a fresh
+//! `Store` per call with a deadline and a memory limit.
+//!
+//! A plugin that traps (runs past its deadline, grows past its memory limit,
+//! panics) fails that call only: the store is dropped and the next call
+//! instantiates afresh from the `InstancePre`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+use super::bindings::{BackendPluginWithHarness, backend_iface, harness_iface};
+use super::cache::{ComponentCache, Loaded, default_cache_root};
+use super::error::{BackendError, PluginError};
+use super::host::CallState;
+use super::storage::Grants;
+use super::types::{Descriptor, HOST_ABI};
+
+/// How often the epoch advances; deadlines are counted in these ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Limits and places the runtime works with.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The user cache root (compiled components live under `components/`).
+    pub cache_root: PathBuf,
+    /// How long one plugin call may run before it is stopped.
+    pub call_timeout: Duration,
+    /// How much linear memory one plugin call may use, in bytes.
+    pub memory_limit: usize,
+    /// How many plugin instances may be alive at once (pooling allocator).
+    pub max_instances: u32,
+}
+
+impl Default for RuntimeConfig {
+    /// Defaults, overridable by `TETHER_PLUGIN_TIMEOUT` (seconds),
+    /// `TETHER_PLUGIN_MEMORY` (MiB) and `TETHER_CACHE_DIR`.
+    fn default() -> Self {
+        let timeout = std::env::var("TETHER_PLUGIN_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|s| *s > 0.0)
+            .map(Duration::from_secs_f64)
+            .unwrap_or(Duration::from_secs(300));
+        let memory_mib = std::env::var("TETHER_PLUGIN_MEMORY")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|m| *m > 0)
+            .unwrap_or(1024);
+        RuntimeConfig {
+            cache_root: default_cache_root(),
+            call_timeout: timeout,
+            memory_limit: memory_mib << 20,
+            max_instances: 256,
+        }
+    }
+}
+
+/// Counters a test or benchmark can read: claims like "a second process
+/// compiles nothing" are checked with these, not with timings.
+#[derive(Debug, Default)]
+pub struct RuntimeStats {
+    pub compiled: AtomicU64,
+    pub loaded_from_cache: AtomicU64,
+    pub instantiated: AtomicU64,
+}
+
+/// A snapshot of [`RuntimeStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct StatsSnapshot {
+    pub compiled: u64,
+    pub loaded_from_cache: u64,
+    pub instantiated: u64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    linker: Linker<CallState>,
+    cache: ComponentCache,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) stats: RuntimeStats,
+}
+
+/// The plugin runtime. Cheap to clone; one per process is the intended use
+/// ([`Runtime::global`]).
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+/// Where a plugin's bytes came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginSource {
+    /// Embedded in this tether binary.
+    BuiltIn,
+    /// A component file.
+    Path(PathBuf),
+}
+
+impl std::fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginSource::BuiltIn => f.write_str("built-in"),
+            PluginSource::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// A loaded plugin: compiled, linked, described.
+pub struct Plugin {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) pre: InstancePre<CallState>,
+    pub(crate) backend: backend_iface::GuestIndices,
+    pub(crate) harness: Option<harness_iface::GuestIndices>,
+    pub(crate) kind: Arc<str>,
+    descriptor: Descriptor,
+    digest: String,
+    source: PluginSource,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("kind", &self.descriptor.kind)
+            .field("digest", &self.digest)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// The process-wide runtime with the default configuration.
+    pub fn global() -> Result<Runtime, PluginError> {
+        static GLOBAL: OnceLock<Runtime> = OnceLock::new();
+        if let Some(rt) = GLOBAL.get() {
+            return Ok(rt.clone());
+        }
+        let rt = Runtime::new(RuntimeConfig::default())?;
+        Ok(GLOBAL.get_or_init(|| rt).clone())
+    }
+
+    /// A runtime with its own engine and limits.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, PluginError> {
+        let engine = build_engine(&config)?;
+        let mut linker = Linker::<CallState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        BackendPluginWithHarness::add_to_linker::<CallState, HasSelf<CallState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        start_epoch_ticker(&engine);
+        let cache = ComponentCache::new(&config.cache_root, &engine);
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                engine,
+                linker,
+                cache,
+                config,
+                stats: RuntimeStats::default(),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.shared.config
+    }
+
+    /// Where compiled components are cached for this engine.
+    pub fn cache_dir(&self) -> &Path {
+        self.shared.cache.dir()
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.shared.stats;
+        StatsSnapshot {
+            compiled: s.compiled.load(Ordering::Relaxed),
+            loaded_from_cache: s.loaded_from_cache.load(Ordering::Relaxed),
+            instantiated: s.instantiated.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Load a component file.
+    pub async fn load_file(&self, path: &Path) -> Result<Arc<Plugin>, PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Io {
+            what: format!("cannot read plugin {}", path.display()),
+            source,
+        })?;
+        self.load_bytes(&bytes, PluginSource::Path(path.to_path_buf()))
+            .await
+    }
+
+    /// Load a component from its bytes: compile (or take the cached compiled
+    /// form), link against the host's interfaces, and ask it to describe itself.
+    pub async fn load_bytes(
+        &self,
+        wasm: &[u8],
+        source: PluginSource,
+    ) -> Result<Arc<Plugin>, PluginError> {
+        let shared = &self.shared;
+        let source_name = source.to_string();
+        let digest_hex = hex::encode(Sha256::digest(wasm));
+        if !wasmparser_is_component(wasm) {
+            return Err(PluginError::Invalid {
+                source_name,
+                detail: "not a WebAssembly component (build it for wasm32-wasip2)".into(),
+            });
+        }
+        let (component, how) =
+            shared
+                .cache
+                .load(&shared.engine, wasm, &digest_hex, &source_name)?;
+        match how {
+            Loaded::Compiled => shared.stats.compiled.fetch_add(1, Ordering::Relaxed),
+            Loaded::FromCache => shared
+                .stats
+                .loaded_from_cache
+                .fetch_add(1, Ordering::Relaxed),
+        };
+        tracing::debug!(source = %source_name, digest = %digest_hex, ?how, "loaded plugin component");
+        let incompatible = |detail: String| PluginError::Incompatible {
+            source_name: source_name.clone(),
+            host_abi: HOST_ABI,
+            detail,
+        };
+        let pre = shared
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| incompatible(format!("{e:#}")))?;
+        let backend = backend_iface::GuestIndices::new(&pre).map_err(|e| {
+            incompatible(format!(
+                "it does not export tether:backend/backend@{HOST_ABI}: {e:#}"
+            ))
+        })?;
+        let harness = harness_iface::GuestIndices::new(&pre).ok();
+        let mut plugin = Plugin {
+            shared: self.shared.clone(),
+            pre,
+            backend,
+            harness,
+            kind: Arc::from(""),
+            descriptor: empty_descriptor(),
+            digest: format!("sha256:{digest_hex}"),
+            source,
+        };
+        let descriptor = plugin
+            .describe_raw()
+            .await
+            .map_err(|e| PluginError::Describe {
+                source_name: source_name.clone(),
+                detail: e.to_string(),
+            })?;
+        validate_descriptor(&descriptor).map_err(|detail| PluginError::Describe {
+            source_name: source_name.clone(),
+            detail,
+        })?;
+        plugin.kind = Arc::from(descriptor.kind.as_str());
+        plugin.descriptor = descriptor;
+        Ok(Arc::new(plugin))
+    }
+}
+
+impl Plugin {
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.descriptor.kind
+    }
+
+    /// `sha256:<hex>` of the component bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    pub fn source(&self) -> &PluginSource {
+        &self.source
+    }
+
+    /// Whether the component exports the conformance `harness`.
+    pub fn has_harness(&self) -> bool {
+        self.harness.is_some()
+    }
+
+    async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
+        let (mut store, instance) = self.instantiate(Grants::new(Vec::<String>::new())).await?;
+        let guest = self
+            .backend
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        let d = guest
+            .call_describe(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        Ok(d.into())
+    }
+
+    /// A fresh store and instance for one call, with these storage grants.
+    pub(crate) async fn instantiate(
+        &self,
+        grants: Grants,
+    ) -> Result<(Store<CallState>, wasmtime::component::Instance), BackendError> {
+        let config = &self.shared.config;
+        let kind = if self.kind.is_empty() {
+            Arc::from(self.source.to_string())
+        } else {
+            self.kind.clone()
+        };
+        let mut store = Store::new(
+            &self.shared.engine,
+            CallState::new(kind, grants, config.memory_limit),
+        );
+        store.limiter(|s| &mut s.limiter);
+        let ticks = config.call_timeout.as_millis() / EPOCH_TICK.as_millis() + 1;
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
+        let instance = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        self.shared
+            .stats
+            .instantiated
+            .fetch_add(1, Ordering::Relaxed);
+        Ok((store, instance))
+    }
+
+    /// Turn a wasmtime failure into a typed error for this plugin.
+    pub(crate) fn fault(&self, err: wasmtime::Error, store: &Store<CallState>) -> BackendError {
+        let kind = self.kind_label();
+        let state = store.data();
+        if state.limiter.hit {
+            return BackendError::MemoryLimit {
+                kind,
+                limit: self.shared.config.memory_limit as u64,
+            };
+        }
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => BackendError::Deadline {
+                kind,
+                limit: self.shared.config.call_timeout,
+            },
+            Some(trap) => {
+                let stderr = state.stderr_text();
+                let detail = if stderr.is_empty() {
+                    trap.to_string()
+                } else {
+                    format!("{trap}; it printed: {stderr}")
+                };
+                BackendError::Crashed { kind, detail }
+            }
+            None => BackendError::Runtime {
+                kind,
+                detail: format!("{err:#}"),
+            },
+        }
+    }
+
+    pub(crate) fn kind_label(&self) -> String {
+        if self.kind.is_empty() {
+            self.source.to_string()
+        } else {
+            self.kind.to_string()
+        }
+    }
+}
+
+fn empty_descriptor() -> Descriptor {
+    Descriptor {
+        kind: String::new(),
+        maturity: String::new(),
+        capabilities: Vec::new(),
+        volatile_keys: Vec::new(),
+        local_path_keys: Vec::new(),
+        local_path_prefixes: Vec::new(),
+        storage_keys: Vec::new(),
+        promote_hint: String::new(),
+        abi: String::new(),
+    }
+}
+
+/// The capability names the contract defines.
+pub const KNOWN_CAPABILITIES: &[&str] = &[
+    "FINGERPRINT",
+    "ADDRESSABLE",
+    "PIN",
+    "FORK",
+    "CHEAP_FINGERPRINT",
+    "RETENTION_BOUND",
+    "NEEDS_QUIESCENCE",
+    "ATOMIC_REF",
+    "CONDITIONAL_REF",
+    "DIFF",
+    "HISTORY",
+    "BRANCH_IS_STORAGE",
+    "PROMOTE",
+    "MERGE",
+    "CREATE",
+];
+
+fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
+    let kind_ok = !d.kind.is_empty()
+        && d.kind
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !kind_ok {
+        return Err(format!(
+            "kind {:?} must be non-empty lowercase letters, digits, '-' or '_'",
+            d.kind
+        ));
+    }
+    if !d.has("FINGERPRINT") {
+        return Err(format!(
+            "kind {} does not declare FINGERPRINT, which every backend must",
+            d.kind
+        ));
+    }
+    if !matches!(d.maturity.as_str(), "stable" | "experimental") {
+        return Err(format!(
+            "maturity {:?} must be \"stable\" or \"experimental\"",
+            d.maturity
+        ));
+    }
+    if !abi_compatible(&d.abi) {
+        return Err(format!(
+            "it was built against tether:backend@{}, which this host ({HOST_ABI}) cannot serve",
+            d.abi
+        ));
+    }
+    Ok(())
+}
+
+/// Same rule as wasmtime's linker: `0.minor` versions are compatible across patches.
+fn abi_compatible(abi: &str) -> bool {
+    let parts = |v: &str| -> Option<(u64, u64)> {
+        let mut it = v.split('.');
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match (parts(abi), parts(HOST_ABI)) {
+        (Some((0, a)), Some((0, b))) => a == b,
+        (Some((a, _)), Some((b, _))) => a == b && a != 0,
+        _ => false,
+    }
+}
+
+/// A component starts with the component-model layer in its header
+/// (`\0asm`, version 0x0d, layer 1); a core module has layer 0.
+fn wasmparser_is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && &bytes[0..4] == b"\0asm" && bytes[6..8] == [1, 0]
+}
+
+fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
+    let mut wt = Config::new();
+    wt.wasm_component_model(true);
+    wt.epoch_interruption(true);
+    // Plugins are WASI p2 components: no component-model async, so turn off
+    // its per-call bookkeeping.
+    wt.concurrency_support(false);
+    let mut pooling = PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(config.max_instances)
+        .total_core_instances(config.max_instances * 4)
+        .total_memories(config.max_instances * 2)
+        .total_tables(config.max_instances * 4)
+        .total_stacks(config.max_instances)
+        .max_memory_size(config.memory_limit.max(1 << 20));
+    let pooled = {
+        let mut c = wt.clone();
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        Engine::new(&c)
+    };
+    match pooled {
+        Ok(engine) => Ok(engine),
+        Err(e) => {
+            // Pooling reserves address space up front; where that is refused
+            // (small ulimits, 39-bit VMs), the on-demand allocator still works.
+            tracing::debug!("pooling allocator unavailable, using on-demand: {e:#}");
+            Engine::new(&wt).map_err(|e| PluginError::Engine(format!("{e:#}")))
+        }
+    }
+}
+
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("tether-epoch".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(EPOCH_TICK);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .expect("spawn the epoch ticker thread");
+}

@@ -1,0 +1,605 @@
+//! Local-directory buckets through `cap-std`, with atomic renames and
+//! cross-process locks for conditional writes (design in the parent module).
+
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
+use sha2::{Digest, Sha256};
+
+use super::{
+    ListPage, ObjectMeta, PutMode, StorageError, StoredObject, TMP_PREFIX, content_etag,
+    system_time_rfc3339,
+};
+
+/// Attempts at creating a temp file when a concurrent delete prunes its
+/// freshly created (still empty) directory in between.
+const CREATE_ATTEMPTS: usize = 8;
+
+#[derive(Debug, Clone)]
+pub(super) struct LocalBucket {
+    uri: Arc<str>,
+    /// The granted directory: the cap-std sandbox every path resolves in.
+    root: PathBuf,
+    /// The bucket root relative to `root` (empty at the grant itself).
+    sub: PathBuf,
+    /// Lock directory override (tests); otherwise resolved from the environment.
+    lock_dir: Option<PathBuf>,
+}
+
+/// What an I/O failure was doing, for the message.
+struct Op<'a> {
+    name: &'a str,
+    key: &'a str,
+}
+
+impl LocalBucket {
+    pub(super) fn new(uri: Arc<str>, root: PathBuf, sub: PathBuf) -> Self {
+        Self {
+            uri,
+            root,
+            sub,
+            lock_dir: None,
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_lock_dir(mut self, dir: PathBuf) -> Self {
+        self.lock_dir = Some(dir);
+        self
+    }
+
+    fn err(&self, op: &Op<'_>, e: io::Error) -> StorageError {
+        let (uri, name, key) = (&self.uri, op.name, op.key);
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            if e.to_string().contains("outside") {
+                return StorageError::Denied(format!(
+                    "{uri}: {name} {key:?}: the path leads outside the granted directory \
+                     (through a symlink or '..'): {e}"
+                ));
+            }
+            return StorageError::Denied(format!("{uri}: {name} {key:?}: {e}"));
+        }
+        StorageError::Io(format!("{uri}: {name} {key:?}: {e}"))
+    }
+
+    /// The granted root, or `None` when it does not exist (reads as empty).
+    fn open_root(&self) -> io::Result<Option<Dir>> {
+        match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The granted root, created on first write.
+    fn open_root_for_write(&self) -> io::Result<Dir> {
+        if let Some(d) = self.open_root()? {
+            return Ok(d);
+        }
+        // The root itself was named by the host (the object's locator), so
+        // creating it with ambient authority is within the grant.
+        Dir::create_ambient_dir_all(&self.root, ambient_authority())?;
+        Dir::open_ambient_dir(&self.root, ambient_authority())
+    }
+
+    /// A key's path relative to the granted root.
+    fn rel(&self, key: &str) -> PathBuf {
+        self.sub.join(key)
+    }
+
+    fn locks_dir(&self) -> io::Result<PathBuf> {
+        if let Some(d) = &self.lock_dir {
+            return Ok(d.clone());
+        }
+        if let Some(d) = std::env::var_os("TETHER_CACHE_DIR").filter(|d| !d.is_empty()) {
+            return Ok(PathBuf::from(d).join("locks"));
+        }
+        dirs::cache_dir()
+            .map(|d| d.join("tether").join("locks"))
+            .ok_or_else(|| {
+                io::Error::other("no user cache directory for lock files; set TETHER_CACHE_DIR")
+            })
+    }
+
+    /// Take the cross-process lock of the object at `rel`, whose parent
+    /// directory must exist. Released when the returned file is dropped.
+    fn lock(&self, root: &Dir, rel: &Path) -> io::Result<std::fs::File> {
+        let parent = parent_of(rel);
+        let name = rel.file_name().unwrap_or_default();
+        // Canonical paths, so every URI reaching this file shares the lock;
+        // the parent is resolved inside the sandbox.
+        let canonical_root = std::fs::canonicalize(&self.root)?;
+        let canonical_parent = root.canonicalize(dot_if_empty(parent))?;
+        let mut hasher = Sha256::new();
+        hasher.update(canonical_root.as_os_str().as_encoded_bytes());
+        hasher.update([0]);
+        hasher.update(canonical_parent.as_os_str().as_encoded_bytes());
+        hasher.update([0]);
+        hasher.update(name.as_encoded_bytes());
+        let path = self
+            .locks_dir()?
+            .join(format!("{}.lock", hex::encode(hasher.finalize())));
+        let context =
+            |e: io::Error| io::Error::new(e.kind(), format!("lock file {}: {e}", path.display()));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(context)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(context)?;
+        // flock(2): excludes other processes and other open files of this one.
+        fs4::FileExt::lock(&file).map_err(context)?;
+        Ok(file)
+    }
+
+    fn meta(&self, key: &str, data: &[u8], md: &cap_std::fs::Metadata) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_string(),
+            size: data.len() as u64,
+            etag: content_etag(data),
+            last_modified: md
+                .modified()
+                .ok()
+                .map(|t| system_time_rfc3339(t.into_std())),
+        }
+    }
+
+    /// Run blocking filesystem work off the async runtime.
+    async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Self) -> Result<T, StorageError> + Send + 'static,
+    ) -> Result<T, StorageError> {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || f(&this))
+            .await
+            .map_err(|e| StorageError::Io(format!("storage worker failed: {e}")))?
+    }
+
+    pub(super) async fn get(
+        self: &Arc<Self>,
+        key: &str,
+    ) -> Result<Option<StoredObject>, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |b| {
+            let op = Op {
+                name: "get",
+                key: &key,
+            };
+            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+                return Ok(None);
+            };
+            let Some((data, md)) = read_object(&root, &b.rel(&key)).map_err(|e| b.err(&op, e))?
+            else {
+                return Ok(None);
+            };
+            let meta = b.meta(&key, &data, &md);
+            Ok(Some(StoredObject {
+                meta,
+                data: Bytes::from(data),
+            }))
+        })
+        .await
+    }
+
+    pub(super) async fn get_range(
+        self: &Arc<Self>,
+        key: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<Vec<u8>>, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |b| {
+            let op = Op {
+                name: "get-range",
+                key: &key,
+            };
+            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+                return Ok(None);
+            };
+            let read = || -> io::Result<Option<Vec<u8>>> {
+                let Some(mut file) = open_object(&root, &b.rel(&key))? else {
+                    return Ok(None);
+                };
+                let size = file.metadata()?.len();
+                if offset >= size || length == 0 {
+                    return Ok(Some(Vec::new()));
+                }
+                file.seek(SeekFrom::Start(offset))?;
+                let mut out = Vec::with_capacity(length.min(size - offset) as usize);
+                file.take(length).read_to_end(&mut out)?;
+                Ok(Some(out))
+            };
+            read().map_err(|e| b.err(&op, e))
+        })
+        .await
+    }
+
+    pub(super) async fn head(
+        self: &Arc<Self>,
+        key: &str,
+    ) -> Result<Option<ObjectMeta>, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |b| {
+            let op = Op {
+                name: "head",
+                key: &key,
+            };
+            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+                return Ok(None);
+            };
+            // The etag is a content hash, so head reads the object too.
+            let found = read_object(&root, &b.rel(&key)).map_err(|e| b.err(&op, e))?;
+            Ok(found.map(|(data, md)| b.meta(&key, &data, &md)))
+        })
+        .await
+    }
+
+    pub(super) async fn put(
+        self: &Arc<Self>,
+        key: &str,
+        data: Bytes,
+        mode: PutMode,
+    ) -> Result<ObjectMeta, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |b| b.put_blocking("put", &key, &data, &mode))
+            .await
+    }
+
+    /// Lock, compare, write. Shared by put and copy.
+    fn put_blocking(
+        &self,
+        op_name: &str,
+        key: &str,
+        data: &[u8],
+        mode: &PutMode,
+    ) -> Result<ObjectMeta, StorageError> {
+        let op = Op { name: op_name, key };
+        let err = |e| self.err(&op, e);
+        let root = self.open_root_for_write().map_err(err)?;
+        let rel = self.rel(key);
+        let parent = parent_of(&rel);
+        let mut attempt = 0;
+        let _lock = loop {
+            attempt += 1;
+            if !parent.as_os_str().is_empty() {
+                create_dirs(&root, parent).map_err(err)?;
+            }
+            match self.lock(&root, &rel) {
+                Ok(lock) => break lock,
+                // A delete pruned the new, still empty directory; again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < CREATE_ATTEMPTS => {}
+                Err(e) => return Err(err(e)),
+            }
+        };
+        // Following the key through the sandbox refuses a symlink leading
+        // out of it even though the rename below would only replace the link.
+        let current = read_object(&root, &rel).map_err(err)?;
+        let refused = match (mode, &current) {
+            (PutMode::Overwrite, _) => None,
+            (PutMode::Create, None) => None,
+            (PutMode::Create, Some(_)) => Some(StorageError::AlreadyExists(format!(
+                "{}: {op_name} {key:?}: the key already exists",
+                self.uri
+            ))),
+            (PutMode::IfMatch(_), None) => Some(StorageError::PreconditionFailed(format!(
+                "{}: {op_name} {key:?} if-match: the key does not exist",
+                self.uri
+            ))),
+            (PutMode::IfMatch(expected), Some((bytes, _))) => {
+                let actual = content_etag(bytes);
+                (actual != *expected).then(|| {
+                    StorageError::PreconditionFailed(format!(
+                        "{}: {op_name} {key:?} if-match {expected:?}: the current etag is {actual:?}",
+                        self.uri
+                    ))
+                })
+            }
+        };
+        if let Some(refused) = refused {
+            // Do not leave directories behind that only this put created.
+            self.prune_empty(&root, parent);
+            return Err(refused);
+        }
+        let md = write_atomic(&root, &rel, data).map_err(err)?;
+        Ok(self.meta(key, data, &md))
+    }
+
+    pub(super) async fn list(
+        self: &Arc<Self>,
+        prefix: &str,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<ListPage, StorageError> {
+        let prefix = prefix.to_string();
+        self.blocking(move |b| {
+            let op = Op {
+                name: "list",
+                key: &prefix,
+            };
+            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+                return Ok(ListPage::default());
+            };
+            let mut walk = Walk {
+                root: &root,
+                prefix: &prefix,
+                cursor: cursor.as_deref(),
+                want: limit + 1,
+                found: Vec::new(),
+            };
+            walk.dir(&b.sub, "").map_err(|e| b.err(&op, e))?;
+            let more = walk.found.len() > limit;
+            let mut objects = Vec::with_capacity(limit.min(walk.found.len()));
+            for key in walk.found.into_iter().take(limit) {
+                // A key deleted since the walk saw it is simply left out.
+                let found = read_object(&root, &b.rel(&key)).map_err(|e| b.err(&op, e))?;
+                if let Some((data, md)) = found {
+                    objects.push(b.meta(&key, &data, &md));
+                }
+            }
+            let next = if more {
+                objects.last().map(|m| m.key.clone())
+            } else {
+                None
+            };
+            Ok(ListPage { objects, next })
+        })
+        .await
+    }
+
+    pub(super) async fn delete(self: &Arc<Self>, key: &str) -> Result<bool, StorageError> {
+        let key = key.to_string();
+        self.blocking(move |b| {
+            let op = Op {
+                name: "delete",
+                key: &key,
+            };
+            let err = |e| b.err(&op, e);
+            let Some(root) = b.open_root().map_err(err)? else {
+                return Ok(false);
+            };
+            let rel = b.rel(&key);
+            let parent = parent_of(&rel);
+            let lock = match b.lock(&root, &rel) {
+                Ok(l) => l,
+                // No parent directory: no object either.
+                Err(e) if is_absent(&e) => return Ok(false),
+                Err(e) => return Err(err(e)),
+            };
+            // Refuse a key whose path leads out of the sandbox, like get does.
+            if read_object(&root, &rel).map_err(err)?.is_none() {
+                return Ok(false);
+            }
+            match root.remove_file(&rel) {
+                Ok(()) => {}
+                Err(e) if is_absent(&e) => return Ok(false),
+                Err(e) => return Err(err(e)),
+            }
+            drop(lock);
+            b.prune_empty(&root, parent);
+            Ok(true)
+        })
+        .await
+    }
+
+    pub(super) async fn copy(
+        self: &Arc<Self>,
+        src: &str,
+        dst: &str,
+        overwrite: bool,
+    ) -> Result<ObjectMeta, StorageError> {
+        let (src, dst) = (src.to_string(), dst.to_string());
+        self.blocking(move |b| {
+            let op = Op {
+                name: "copy from",
+                key: &src,
+            };
+            // The source read needs no lock: renames make it a snapshot.
+            let found = match b.open_root().map_err(|e| b.err(&op, e))? {
+                Some(root) => read_object(&root, &b.rel(&src)).map_err(|e| b.err(&op, e))?,
+                None => None,
+            };
+            let Some((data, _)) = found else {
+                return Err(StorageError::PreconditionFailed(format!(
+                    "{}: copy {src:?} to {dst:?}: the source key does not exist",
+                    b.uri
+                )));
+            };
+            let mode = if overwrite {
+                PutMode::Overwrite
+            } else {
+                PutMode::Create
+            };
+            b.put_blocking("copy to", &dst, &data, &mode)
+        })
+        .await
+    }
+
+    /// Remove now-empty directories from `dir` up to, not including, the
+    /// bucket root. Best effort: a directory that is not empty (or anything
+    /// else going wrong) stops it, and a put racing it re-creates what it needs.
+    fn prune_empty(&self, root: &Dir, dir: &Path) {
+        let mut dir = dir;
+        while dir != self.sub && dir.starts_with(&self.sub) && !dir.as_os_str().is_empty() {
+            if root.remove_dir(dir).is_err() {
+                break;
+            }
+            dir = parent_of(dir);
+        }
+    }
+}
+
+fn parent_of(rel: &Path) -> &Path {
+    rel.parent().unwrap_or(Path::new(""))
+}
+
+fn dot_if_empty(p: &Path) -> &Path {
+    if p.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        p
+    }
+}
+
+/// `create_dir_all` inside the sandbox. A symlink leading out of it shows up
+/// as "File exists" there; report the escape instead, which is what it is.
+fn create_dirs(root: &Dir, dir: &Path) -> io::Result<()> {
+    root.create_dir_all(dir)
+        .map_err(|e| match root.metadata(dir) {
+            Err(escape) if escape.kind() == io::ErrorKind::PermissionDenied => escape,
+            _ => e,
+        })
+}
+
+/// Errors that mean "no such object": missing, or a path component that is a
+/// file where a directory would have to be.
+fn is_absent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// Open a regular file inside the sandbox; `None` when there is no object
+/// there (absent, or a directory).
+fn open_object(root: &Dir, rel: &Path) -> io::Result<Option<cap_std::fs::File>> {
+    let file = match root.open(rel) {
+        Ok(f) => f,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    Ok(Some(file))
+}
+
+/// Content and metadata of one object, read from a single open file so both
+/// describe the same version even while a writer renames a new one in.
+fn read_object(root: &Dir, rel: &Path) -> io::Result<Option<(Vec<u8>, cap_std::fs::Metadata)>> {
+    let Some(mut file) = open_object(root, rel)? else {
+        return Ok(None);
+    };
+    let md = file.metadata()?;
+    let mut data = Vec::with_capacity(md.len() as usize);
+    file.read_to_end(&mut data)?;
+    Ok(Some((data, md)))
+}
+
+/// Write `data` to a temp file beside `rel`, fsync it, and rename it over
+/// `rel`. Returns the new file's metadata.
+fn write_atomic(root: &Dir, rel: &Path, data: &[u8]) -> io::Result<cap_std::fs::Metadata> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let parent = parent_of(rel);
+    let mut attempt = 0;
+    let (tmp, mut file) = loop {
+        attempt += 1;
+        let tmp = parent.join(format!(
+            "{TMP_PREFIX}{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        match root.open_with(&tmp, &options) {
+            Ok(f) => break (tmp, f),
+            // A delete pruned the directory since it was created; again.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < CREATE_ATTEMPTS => {
+                create_dirs(root, parent)?;
+            }
+            // A stale temp file of an earlier process with our pid; next name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < CREATE_ATTEMPTS => {}
+            Err(e) => return Err(e),
+        }
+    };
+    let written = (|| {
+        file.write_all(data)?;
+        file.sync_all()?;
+        let md = file.metadata()?;
+        drop(file);
+        root.rename(&tmp, root, rel)?;
+        Ok(md)
+    })();
+    if written.is_err() {
+        let _ = root.remove_file(&tmp);
+    }
+    written
+}
+
+/// A sorted, pruned walk of the bucket collecting keys after the cursor.
+struct Walk<'a> {
+    root: &'a Dir,
+    prefix: &'a str,
+    cursor: Option<&'a str>,
+    want: usize,
+    found: Vec<String>,
+}
+
+impl Walk<'_> {
+    /// Walk directory `rel` (relative to the sandbox) whose keys start with
+    /// `key_prefix` (`""` or ending in `/`). Returns early once `want` keys
+    /// are found.
+    fn dir(&mut self, rel: &Path, key_prefix: &str) -> io::Result<()> {
+        let entries = match self.root.read_dir(dot_if_empty(rel)) {
+            Ok(e) => e,
+            Err(e) if is_absent(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        // Sort by the key each entry contributes: a directory `a` as `a/`,
+        // so `a-c` sorts before `a/b` exactly as whole keys compare.
+        let mut children: Vec<(String, String, bool)> = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            // Names that are not UTF-8 cannot be keys.
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with(TMP_PREFIX) {
+                continue;
+            }
+            // Not following symlinks keeps the walk inside the tree and acyclic.
+            let file_type = match entry.file_type() {
+                Ok(t) => t,
+                Err(e) if is_absent(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            if file_type.is_dir() {
+                children.push((format!("{key_prefix}{name}/"), name, true));
+            } else if file_type.is_file() {
+                children.push((format!("{key_prefix}{name}"), name, false));
+            }
+        }
+        children.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (key, name, is_dir) in children {
+            if self.found.len() >= self.want {
+                return Ok(());
+            }
+            if is_dir {
+                let relevant = key.starts_with(self.prefix) || self.prefix.starts_with(&key);
+                // Every key under `key` sorts before the cursor when the cursor
+                // is past `key` without starting with it.
+                let passed = self
+                    .cursor
+                    .is_some_and(|c| c > key.as_str() && !c.starts_with(&key));
+                if relevant && !passed {
+                    self.dir(&rel.join(&name), &key)?;
+                }
+            } else if key.starts_with(self.prefix)
+                && self.cursor.is_none_or(|c| key.as_str() > c)
+                // A file no key could name (`a\\b`, ...) is not an object.
+                && super::validate_key(&key).is_ok()
+            {
+                self.found.push(key);
+            }
+        }
+        Ok(())
+    }
+}

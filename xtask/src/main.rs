@@ -1,0 +1,178 @@
+//! `cargo xtask`: the project's setup, build, demo, test and benchmark tasks.
+//!
+//! Deliberately free of heavy dependencies (it must run before the wasm target
+//! is installed, and before anything else is built).
+//!
+//! - `setup`: install what building and testing need (idempotent).
+//! - `build-plugins`: build the first-party and the test-only plugins.
+//! - `demo`: set up, build, and run the main job.
+//! - `test`: set up, then every check CI runs (fmt, clippy, tests).
+//! - `bench`: the benchmarks, in release mode.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const WASM_TARGET: &str = "wasm32-wasip2";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = args.first().map(String::as_str).unwrap_or("help");
+    let rest = &args[args.len().min(1)..];
+    match task {
+        "setup" => setup(),
+        "build-plugins" => build_plugins(),
+        "demo" => demo(),
+        "test" => test(rest),
+        "bench" => bench(rest),
+        "help" | "--help" | "-h" => {
+            println!("usage: cargo xtask <setup | build-plugins | demo | test | bench>");
+            Ok(())
+        }
+        other => bail!("unknown task {other:?}; try `cargo xtask help`"),
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask/ has a parent")
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("+ {}", describe(cmd));
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", describe(cmd)))?;
+    if !status.success() {
+        bail!("{} failed ({status})", describe(cmd));
+    }
+    Ok(())
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        s.push_str(&format!("  (in {})", dir.display()));
+    }
+    s
+}
+
+/// Install the wasm target (through rustup) if it is missing.
+fn setup() -> Result<()> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .context("rustup is needed to install the wasm32-wasip2 target")?;
+    if String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == WASM_TARGET)
+    {
+        eprintln!("setup: {WASM_TARGET} target already installed");
+    } else {
+        run(Command::new("rustup").args(["target", "add", WASM_TARGET]))?;
+    }
+    let git = Command::new("git")
+        .arg("--version")
+        .output()
+        .context("git is needed by the tests")?;
+    eprintln!("setup: {}", String::from_utf8_lossy(&git.stdout).trim());
+    Ok(())
+}
+
+/// The test-only plugins' workspace and where they are built.
+fn test_plugins() -> (PathBuf, PathBuf) {
+    let root = root();
+    (
+        root.join("tests").join("plugins"),
+        root.join("target").join("test-plugins"),
+    )
+}
+
+fn build_plugins() -> Result<()> {
+    setup()?;
+    let root = root();
+    run(cargo()
+        .current_dir(root.join("plugins"))
+        .args(["build", "--release", "--workspace", "--target-dir"])
+        .arg(root.join("target").join("wasm-plugins")))?;
+    let (dir, target) = test_plugins();
+    run(cargo()
+        .current_dir(dir)
+        .args(["build", "--release", "--workspace", "--target-dir"])
+        .arg(target))
+}
+
+/// The main job: build, list the backends, and run the conformance suite on
+/// the reference plugin.
+fn demo() -> Result<()> {
+    setup()?;
+    let root = root();
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "--workspace", "--bins"]))?;
+    let bin = root.join("target").join("debug");
+    run(Command::new(bin.join("tether")).arg("backends"))?;
+    let memory = root
+        .join("target/wasm-plugins")
+        .join(WASM_TARGET)
+        .join("release/tether_plugin_memory.wasm");
+    run(Command::new(bin.join("tether-conformance")).arg(memory))
+}
+
+/// Everything CI checks: formatting, lints in both workspaces, every test.
+fn test(extra: &[String]) -> Result<()> {
+    setup()?;
+    let root = root();
+    for dir in [
+        root.clone(),
+        root.join("plugins"),
+        root.join("tests").join("plugins"),
+    ] {
+        run(cargo()
+            .current_dir(&dir)
+            .args(["fmt", "--all", "--", "--check"]))?;
+    }
+    run(cargo().current_dir(&root).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(cargo()
+        .current_dir(root.join("plugins"))
+        .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
+        .arg(root.join("target").join("wasm-plugins"))
+        .args(["--", "-D", "warnings"]))?;
+    let (dir, target) = test_plugins();
+    run(cargo()
+        .current_dir(dir)
+        .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
+        .arg(target)
+        .args(["--", "-D", "warnings"]))?;
+    run(cargo()
+        .current_dir(&root)
+        .args(["test", "--workspace"])
+        .args(extra))
+}
+
+/// Benchmarks run in release mode; targets are printed beside the numbers.
+fn bench(extra: &[String]) -> Result<()> {
+    setup()?;
+    run(cargo()
+        .current_dir(root())
+        .args(["bench", "-p", "tether", "--bench", "plugin_runtime"])
+        .args(extra))
+}
