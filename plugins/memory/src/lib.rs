@@ -1,0 +1,595 @@
+//! # tether-plugin-memory: the reference backend
+//!
+//! Kind `memory`: the executable specification of the backend protocol, and
+//! the crate to copy from when writing a backend. It implements every member
+//! its capabilities imply, keeping all of its state in a storage bucket that
+//! the host opens for it (the `storage` capability); nothing else is touched.
+//!
+//! ## Locator and state
+//!
+//! ```json
+//! {"system": "memory://demo", "branch": "main", "at": "<snapshot id, tag or branch>"}
+//! ```
+//!
+//! `system` is a storage URI: `memory://NAME` (one process) or an absolute
+//! local directory (shared across processes). It is the only storage key, and
+//! the identity is `{"system": ...}`. `branch` defaults to `main`; `at`
+//! (optional) reads the base at a fixed point. A state is
+//! `{"snapshot_id": "<id>"}`.
+//!
+//! ## Storage layout
+//!
+//! Relative to `system`:
+//!
+//! | key | content |
+//! | --- | --- |
+//! | `snapshots/<id>.json` | `{"message": str, "parents": [id], "payload": {key: value}, "when": rfc3339}` |
+//! | `refs/branches/<name>.json` | `{"snapshot_id": id}` |
+//! | `refs/tags/<name>.json` | `{"snapshot_id": id}` (pins are tags `tether.<pin-id>`) |
+//! | `tether-owner.json` | `{"owner": dataset_id}`, only in stores `create` made |
+//!
+//! `<id>` is the first 20 hex digits of sha256 over the canonical JSON
+//! (sorted keys, no whitespace) of `{"message", "parents", "payload"}`; `when`
+//! is optional and not hashed. So a test writes a new state on `main` with
+//! plain file writes: put the snapshot file (parent = the current head), then
+//! overwrite `refs/branches/main.json`. The initial snapshot is
+//! `{"message": "initial snapshot", "parents": [], "payload": {}}`.
+//!
+//! Every ref move is a conditional put: create-only for a new ref, if-match
+//! on the ref file's etag for a move. That is what makes `CONDITIONAL_REF`
+//! honest: of several racing forks with one `expected`, exactly one wins.
+
+mod harness;
+mod store;
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tether_sdk::storage::StorageError;
+use tether_sdk::{
+    Backend, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result,
+    Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor,
+};
+
+pub use harness::MemoryHarness;
+use store::{Key, RefKind, Snapshot, Store};
+
+/// Capabilities of every memory object.
+pub const CAPABILITIES: &[&str] = &[
+    cap::FINGERPRINT,
+    cap::ADDRESSABLE,
+    cap::PIN,
+    cap::FORK,
+    cap::CHEAP_FINGERPRINT,
+    cap::ATOMIC_REF,
+    cap::CONDITIONAL_REF,
+    cap::DIFF,
+    cap::HISTORY,
+    cap::PROMOTE,
+    cap::MERGE,
+    cap::CREATE,
+];
+
+/// How often an unconditional ref move retries after losing a race.
+const MOVE_ATTEMPTS: usize = 16;
+
+#[derive(Deserialize)]
+struct Locator {
+    system: String,
+    #[serde(default = "default_branch")]
+    branch: String,
+    #[serde(default)]
+    at: Option<String>,
+}
+
+fn default_branch() -> String {
+    "main".to_owned()
+}
+
+#[derive(Deserialize)]
+struct State {
+    snapshot_id: String,
+}
+
+fn state_json(snapshot_id: &str) -> Value {
+    json!({ "snapshot_id": snapshot_id })
+}
+
+fn snapshot_id(state: &Value) -> Result<String> {
+    Ok(tether_sdk::state::<State>(state)?.snapshot_id)
+}
+
+fn open(locator: &Value) -> Result<(Locator, Store)> {
+    let loc: Locator = tether_sdk::locator(locator)?;
+    let store = Store::open(&loc.system)?;
+    Ok((loc, store))
+}
+
+/// The memory backend. Stateless: everything is in the store.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemoryBackend;
+
+impl MemoryBackend {
+    /// The base head: the locator's `at` when set, else its branch.
+    fn base_head(store: &Store, loc: &Locator) -> Result<String> {
+        match &loc.at {
+            Some(at) => store.resolve_rev(at),
+            None => store.head(RefKind::Branch, &loc.branch),
+        }
+    }
+
+    /// The snapshot a target names; a backend error when it is unreachable.
+    fn resolve(store: &Store, loc: &Locator, target: &Target) -> Result<String> {
+        let id = match target {
+            Target::Base => Self::base_head(store, loc)?,
+            Target::WorkingRef(name) => store.head(RefKind::Branch, name)?,
+            Target::Pinned(pin) => store.head(RefKind::Tag, &pin.ref_)?,
+            Target::Recorded(state) => snapshot_id(state)?,
+        };
+        store.require_snapshot(&id)?;
+        Ok(id)
+    }
+
+    /// Move branch `name` to what `next` computes from its current head, as one
+    /// compare-and-swap after checking `expected`. `next` returns `None` when
+    /// there is nothing to do. Returns the branch's resulting head.
+    fn update_branch(
+        store: &Store,
+        name: &str,
+        expected: &Expected,
+        mut next: impl FnMut(Option<&str>) -> Result<Option<String>>,
+    ) -> Result<String> {
+        let what = format!("branch {name}");
+        for _ in 0..MOVE_ATTEMPTS {
+            let current = store.read_ref(RefKind::Branch, name)?;
+            let head = current.as_ref().map(|r| r.value.clone());
+            check_expected(
+                &what,
+                head.as_deref().map(state_json).as_ref(),
+                expected,
+                &[],
+            )?;
+            let target = match next(head.as_deref())? {
+                Some(target) if Some(&target) != head.as_ref() => target,
+                // Already there: leave it alone.
+                _ => return head.ok_or_else(|| Error::not_found(format!("{what} does not exist"))),
+            };
+            let moved = match current {
+                Some(r) => store.move_ref(RefKind::Branch, name, &target, r.etag),
+                None => store.create_ref(RefKind::Branch, name, &target),
+            };
+            match moved {
+                Ok(()) => {
+                    tether_sdk::debug!("{what} moved to {target}");
+                    return Ok(target);
+                }
+                // Lost a race. Unconditional moves try again from the new head;
+                // conditional ones were checked against a head that is gone.
+                Err(StorageError::AlreadyExists(_) | StorageError::PreconditionFailed(_)) => {
+                    if !matches!(expected, Expected::Unconditional) {
+                        return Err(Error::ref_moved(format!(
+                            "{what} moved concurrently; nothing was written"
+                        )));
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::backend(format!(
+            "{what} kept moving; gave up after {MOVE_ATTEMPTS} attempts"
+        )))
+    }
+
+    fn refuse_base(loc: &Locator, name: &str, what: &str) -> Result<()> {
+        if name == loc.branch {
+            return Err(Error::backend(format!(
+                "{what} refuses the base branch {name}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn describe(&self) -> Descriptor {
+        Descriptor {
+            storage_keys: vec!["system".into()],
+            local_path_keys: vec!["system".into()],
+            promote_hint:
+                "The base branch has moved since the fork: promote with `--strategy merge`, \
+                           or fork again from the new base."
+                    .into(),
+            ..descriptor("memory", CAPABILITIES)
+        }
+    }
+
+    fn validate_locator(&self, locator: &Value) -> Result<()> {
+        let loc: Locator = tether_sdk::locator(locator)?;
+        if loc.system.is_empty() {
+            return Err(Error::invalid("locator `system` must be a storage URI"));
+        }
+        if loc.branch.is_empty() {
+            return Err(Error::invalid("locator `branch` must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn identity(&self, locator: &Value) -> Result<Value> {
+        let loc: Locator = tether_sdk::locator(locator)?;
+        // One spelling per system: `memory://x/` and `memory://x` are one store.
+        let system = loc.system.strip_suffix('/').unwrap_or(&loc.system);
+        Ok(json!({ "system": system }))
+    }
+
+    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let id = match working_ref {
+            Some(name) => store.head(RefKind::Branch, name)?,
+            None => Self::base_head(&store, &loc)?,
+        };
+        Ok(state_json(&id))
+    }
+
+    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+        let (_, store) = open(locator)?;
+        let id = snapshot_id(state)?;
+        store.require_snapshot(&id)?;
+        let tag = format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX);
+        let created = match store.create_ref(RefKind::Tag, &tag, &id) {
+            Ok(()) => true,
+            Err(StorageError::AlreadyExists(_)) => match store.read_ref(RefKind::Tag, &tag)? {
+                Some(r) if r.value == id => false,
+                Some(r) => {
+                    return Err(Error::backend(format!(
+                        "tag {tag} exists at {} instead of {id}",
+                        r.value
+                    )));
+                }
+                None => {
+                    return Err(Error::backend(format!(
+                        "tag {tag} vanished while pinning; retry"
+                    )));
+                }
+            },
+            Err(e) => return Err(e.into()),
+        };
+        Ok(PinRef {
+            id: pin_id.to_owned(),
+            ref_: tag,
+            created,
+        })
+    }
+
+    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+        let (_, store) = open(locator)?;
+        store.delete_ref(RefKind::Tag, &pin.ref_)
+    }
+
+    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+        let (_, store) = open(locator)?;
+        let tags = store.ref_names(RefKind::Tag)?;
+        Ok(tags
+            .iter()
+            .filter_map(|t| t.strip_prefix(tether_sdk::PIN_REF_PREFIX))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    fn verify(
+        &self,
+        locator: &Value,
+        state: &Value,
+        pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let (_, store) = open(locator)?;
+        let id = snapshot_id(state)?;
+        let report = |status, message: String| Ok(VerifyReport { status, message });
+        if let Some(pin) = pin {
+            return match store.read_ref(RefKind::Tag, &pin.ref_)? {
+                None => report(VerifyStatus::Missing, format!("tag {} is gone", pin.ref_)),
+                Some(r) if r.value != id => report(
+                    VerifyStatus::Drifted,
+                    format!("tag {} points at {} instead of {id}", pin.ref_, r.value),
+                ),
+                Some(_) if deep && store.snapshot(&id)?.is_none() => {
+                    report(VerifyStatus::Missing, format!("snapshot {id} is gone"))
+                }
+                Some(_) => report(VerifyStatus::Ok, format!("tag {} holds {id}", pin.ref_)),
+            };
+        }
+        if !deep {
+            return report(VerifyStatus::Unknown, "no pin to check".into());
+        }
+        match store.snapshot(&id)? {
+            Some(_) => report(VerifyStatus::Ok, format!("snapshot {id} is readable")),
+            None => report(VerifyStatus::Missing, format!("snapshot {id} is gone")),
+        }
+    }
+
+    fn fork(
+        &self,
+        locator: &Value,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String> {
+        let (loc, store) = open(locator)?;
+        Self::refuse_base(&loc, name, "fork")?;
+        let source = Self::resolve(&store, &loc, source)?;
+        // Reset contract: create, move back onto `source`, or leave alone.
+        Self::update_branch(&store, name, expected, |_| Ok(Some(source.clone())))?;
+        Ok(name.to_owned())
+    }
+
+    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+        let (loc, store) = open(locator)?;
+        Self::refuse_base(&loc, working_ref, "delete_working_ref")?;
+        store.delete_ref(RefKind::Branch, working_ref)
+    }
+
+    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+        let (_, store) = open(locator)?;
+        let mut branches = store.ref_names(RefKind::Branch)?;
+        branches.retain(|b| b.starts_with(tether_sdk::WORKING_REF_PREFIX));
+        Ok(branches)
+    }
+
+    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let source = Self::resolve(&store, &loc, source)?;
+        let hint = self.describe().promote_hint;
+        let head = Self::update_branch(&store, &loc.branch, expected, |head| {
+            let head = head
+                .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
+            if head == source {
+                Ok(None)
+            } else if store.is_ancestor(head, &source)? {
+                Ok(Some(source.clone()))
+            } else {
+                Err(Error::backend(format!(
+                    "{} is not an ancestor of {source}. {hint}",
+                    loc.branch
+                )))
+            }
+        })?;
+        Ok(state_json(&head))
+    }
+
+    fn merge(
+        &self,
+        locator: &Value,
+        source: &Target,
+        message: &str,
+        expected: &Expected,
+    ) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let theirs = Self::resolve(&store, &loc, source)?;
+        let head = Self::update_branch(&store, &loc.branch, expected, |head| {
+            let ours = head
+                .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
+            if store.is_ancestor(&theirs, ours)? {
+                return Ok(None); // Already merged.
+            }
+            if store.is_ancestor(ours, &theirs)? {
+                return Ok(Some(theirs.clone())); // Fast-forward.
+            }
+            let merged = three_way(&store, ours, &theirs)?;
+            let commit = Snapshot::child(vec![ours.to_owned(), theirs.clone()], merged, message);
+            store.write_snapshot(&commit).map(Some)
+        })?;
+        Ok(state_json(&head))
+    }
+
+    fn ancestor_of(
+        &self,
+        locator: &Value,
+        ancestor: &Value,
+        descendant: &Value,
+    ) -> Result<Option<bool>> {
+        let (_, store) = open(locator)?;
+        let (a, d) = (snapshot_id(ancestor)?, snapshot_id(descendant)?);
+        if store.snapshot(&a)?.is_none() || store.snapshot(&d)?.is_none() {
+            return Ok(None);
+        }
+        store.is_ancestor(&a, &d).map(Some)
+    }
+
+    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+        let (loc, store) = open(locator)?;
+        // (ref name, whether it is a branch one may write to)
+        let (name, branch) = match target {
+            Target::Base if loc.at.is_none() => (Some(loc.branch.clone()), true),
+            Target::Base => (loc.at.clone(), false),
+            Target::WorkingRef(name) => (Some(name.clone()), true),
+            Target::Pinned(pin) => (Some(pin.ref_.clone()), false),
+            Target::Recorded(_) => (None, false),
+        };
+        let id = Self::resolve(&store, &loc, target)?;
+        Ok(Handle {
+            type_name: "MemoryHandle".into(),
+            address: format!("{}#{}", loc.system, name.as_deref().unwrap_or(&id)),
+            // Tags and snapshots are immutable: only a branch opens writable.
+            read_only: read_only || !branch,
+            fields: json!({ "system": loc.system, "ref": name, "snapshot_id": id }),
+        })
+    }
+
+    fn history(
+        &self,
+        locator: &Value,
+        from_ref: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>> {
+        let (loc, store) = open(locator)?;
+        let start = match from_ref {
+            Some(rev) => store.resolve_rev(rev)?,
+            None => Self::base_head(&store, &loc)?,
+        };
+        let mut refs = store.refs(RefKind::Branch)?;
+        refs.extend(store.refs(RefKind::Tag)?);
+        let entries = store.ancestry(&start)?.into_iter().take(limit as usize);
+        Ok(entries
+            .map(|(id, snapshot)| HistoryEntry {
+                refs: refs
+                    .iter()
+                    .filter(|(_, at)| *at == id)
+                    .map(|(name, _)| name.clone())
+                    .collect(),
+                id,
+                when: snapshot.when,
+                message: snapshot.message,
+            })
+            .collect())
+    }
+
+    fn diff(
+        &self,
+        locator: &Value,
+        a: &Value,
+        b: &Value,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<ObjectDiff> {
+        let (_, store) = open(locator)?;
+        let old = store.require_snapshot(&snapshot_id(a)?)?.payload;
+        let new = store.require_snapshot(&snapshot_id(b)?)?.payload;
+        let mut diff = ObjectDiff::new("keys");
+        for key in old.keys().chain(new.keys()).collect::<BTreeSet<_>>() {
+            match (old.get(key), new.get(key)) {
+                (None, Some(_)) => diff.add(key, Change::Added, ""),
+                (Some(_), None) => diff.add(key, Change::Removed, ""),
+                (Some(x), Some(y)) if x != y => diff.add(key, Change::Modified, ""),
+                _ => continue,
+            };
+        }
+        Ok(diff)
+    }
+
+    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let refuse = || {
+            Error::backend(format!(
+                "{} is not empty; create never adopts an existing store",
+                loc.system
+            ))
+        };
+        if !store.is_blank()? {
+            return Err(refuse());
+        }
+        // The create-only marker is the step that claims the store, so of two
+        // racing creates one fails here.
+        store.claim(owner).map_err(|e| match e {
+            StorageError::AlreadyExists(_) => refuse(),
+            e => e.into(),
+        })?;
+        let id = store.write_snapshot(&Snapshot::initial())?;
+        store
+            .create_ref(RefKind::Branch, &loc.branch, &id)
+            .map_err(|e| match e {
+                StorageError::AlreadyExists(_) => refuse(),
+                e => e.into(),
+            })?;
+        Ok(state_json(&id))
+    }
+
+    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+        let (_, store) = open(locator)?;
+        store.owner()
+    }
+
+    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+        let (loc, store) = open(locator)?;
+        for key in store.keys()? {
+            let accounted = match key {
+                Key::Owner | Key::Snapshot(_) => true,
+                Key::Ref(RefKind::Branch, name) if name == loc.branch => true,
+                Key::Ref(_, name) => ignoring.contains(&name),
+                Key::Foreign => false,
+            };
+            if !accounted {
+                return Ok(Some(false));
+            }
+        }
+        let Some(base) = store.read_ref(RefKind::Branch, &loc.branch)? else {
+            return Ok(Some(false));
+        };
+        Ok(Some(store.require_snapshot(&base.value)?.is_initial()))
+    }
+
+    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+        let (loc, store) = open(locator)?;
+        // Re-check right before the irreversible step: the marker, then emptiness.
+        match store.owner()? {
+            Some(o) if o == owner => {}
+            Some(o) => {
+                return Err(Error::backend(format!(
+                    "{} is owned by {o}, not {owner}",
+                    loc.system
+                )));
+            }
+            None => {
+                return Err(Error::backend(format!(
+                    "{} has no owner marker; not deleting",
+                    loc.system
+                )));
+            }
+        }
+        if self.is_ref_empty(locator, &[])? != Some(true) {
+            return Err(Error::backend(format!(
+                "{} is not empty; not deleting",
+                loc.system
+            )));
+        }
+        // Refs and snapshots first, the marker last, so a failure part way
+        // leaves a store that is still recognisably ours.
+        for key in store.keys()? {
+            match key {
+                Key::Snapshot(key) => store.delete_key(&key)?,
+                Key::Ref(kind, name) => store.delete_ref(kind, &name)?,
+                Key::Owner | Key::Foreign => {}
+            }
+        }
+        store.delete_key(store::OWNER_KEY)
+    }
+}
+
+/// Three-way merge of payload keys against the merge base: a key changed on
+/// one side takes that side; changed differently on both sides conflicts.
+fn three_way(store: &Store, ours: &str, theirs: &str) -> Result<serde_json::Map<String, Value>> {
+    let base = match store.merge_base(ours, theirs)? {
+        Some(id) => store.require_snapshot(&id)?.payload,
+        None => serde_json::Map::new(),
+    };
+    let ours = store.require_snapshot(ours)?.payload;
+    let theirs = store.require_snapshot(theirs)?.payload;
+    let mut merged = serde_json::Map::new();
+    let mut conflicts = Vec::new();
+    for key in base
+        .keys()
+        .chain(ours.keys())
+        .chain(theirs.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        let (b, o, t) = (base.get(key), ours.get(key), theirs.get(key));
+        let value = if o == t || t == b {
+            o
+        } else if o == b {
+            t
+        } else {
+            conflicts.push(key.clone());
+            continue;
+        };
+        if let Some(v) = value {
+            merged.insert(key.clone(), v.clone());
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(Error::MergeConflict(conflicts));
+    }
+    Ok(merged)
+}
+
+#[cfg(feature = "export")]
+tether_sdk::export!(MemoryBackend, harness: MemoryHarness);
