@@ -1,0 +1,1 @@
+//! The checkout lock and the repository lock.

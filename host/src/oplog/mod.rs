@@ -1,0 +1,1 @@
+//! The operation journal (`.tether/ops.jsonl`) and the repository indexes.

@@ -1,0 +1,1 @@
+//! Plans: actions, preconditions, digest, rendering.

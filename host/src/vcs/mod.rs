@@ -1,0 +1,1 @@
+//! The dataset VCS.
