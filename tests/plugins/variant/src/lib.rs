@@ -1,0 +1,189 @@
+//! The memory backend with one member swapped out.
+//!
+//! [`Memory<V>`] delegates every protocol member to
+//! `tether_plugin_memory::MemoryBackend`, except the kind, `fork` and
+//! `fingerprint`, which go through the [`Variant`] `V`. Each broken test plugin
+//! is then a few lines: the one thing it does wrong.
+
+use serde_json::Value;
+use tether_plugin_memory::MemoryBackend;
+use tether_sdk::{
+    Backend, Descriptor, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result, Target,
+    VerifyReport,
+};
+
+/// What a variant changes; the defaults behave like memory.
+pub trait Variant: Default + 'static {
+    /// The kind the variant reports.
+    const KIND: &'static str;
+
+    fn fork(
+        &self,
+        memory: &MemoryBackend,
+        locator: &Value,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String> {
+        memory.fork(locator, source, name, expected)
+    }
+
+    fn fingerprint(
+        &self,
+        memory: &MemoryBackend,
+        locator: &Value,
+        working_ref: Option<&str>,
+    ) -> Result<Value> {
+        memory.fingerprint(locator, working_ref)
+    }
+}
+
+/// The memory backend under variant `V`.
+#[derive(Default)]
+pub struct Memory<V> {
+    memory: MemoryBackend,
+    variant: V,
+}
+
+impl<V: Variant> Backend for Memory<V> {
+    fn describe(&self) -> Descriptor {
+        Descriptor {
+            kind: V::KIND.to_owned(),
+            ..self.memory.describe()
+        }
+    }
+
+    fn fork(
+        &self,
+        locator: &Value,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String> {
+        self.variant
+            .fork(&self.memory, locator, source, name, expected)
+    }
+
+    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+        self.variant.fingerprint(&self.memory, locator, working_ref)
+    }
+
+    // Everything below is plain delegation.
+
+    fn configure(&mut self, config: Value) -> Result<()> {
+        self.memory.configure(config)
+    }
+
+    fn validate_locator(&self, locator: &Value) -> Result<()> {
+        self.memory.validate_locator(locator)
+    }
+
+    fn identity(&self, locator: &Value) -> Result<Value> {
+        self.memory.identity(locator)
+    }
+
+    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
+        self.memory.effective_capabilities(locator, policy)
+    }
+
+    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+        self.memory.pin(locator, state, pin_id)
+    }
+
+    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+        self.memory.unpin(locator, pin)
+    }
+
+    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+        self.memory.list_pins(locator)
+    }
+
+    fn verify(
+        &self,
+        locator: &Value,
+        state: &Value,
+        pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        self.memory.verify(locator, state, pin, deep)
+    }
+
+    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+        self.memory.delete_working_ref(locator, working_ref)
+    }
+
+    fn working_ref_blockers(&self, locator: &Value, working_ref: &str) -> Result<Option<String>> {
+        self.memory.working_ref_blockers(locator, working_ref)
+    }
+
+    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+        self.memory.list_working_refs(locator)
+    }
+
+    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+        self.memory.promote(locator, source, expected)
+    }
+
+    fn merge(
+        &self,
+        locator: &Value,
+        source: &Target,
+        message: &str,
+        expected: &Expected,
+    ) -> Result<Value> {
+        self.memory.merge(locator, source, message, expected)
+    }
+
+    fn ancestor_of(
+        &self,
+        locator: &Value,
+        ancestor: &Value,
+        descendant: &Value,
+    ) -> Result<Option<bool>> {
+        self.memory.ancestor_of(locator, ancestor, descendant)
+    }
+
+    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+        self.memory.open(locator, target, read_only)
+    }
+
+    fn history(
+        &self,
+        locator: &Value,
+        from_ref: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>> {
+        self.memory.history(locator, from_ref, limit)
+    }
+
+    fn diff(
+        &self,
+        locator: &Value,
+        a: &Value,
+        b: &Value,
+        la: Option<&str>,
+        lb: Option<&str>,
+    ) -> Result<ObjectDiff> {
+        self.memory.diff(locator, a, b, la, lb)
+    }
+
+    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+        self.memory.listing(locator, state)
+    }
+
+    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+        self.memory.create(locator, owner)
+    }
+
+    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+        self.memory.owner(locator)
+    }
+
+    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+        self.memory.is_ref_empty(locator, ignoring)
+    }
+
+    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+        self.memory.delete_store(locator, owner)
+    }
+}
