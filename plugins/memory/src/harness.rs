@@ -37,7 +37,9 @@ impl Harness for MemoryHarness {
             .read_ref(RefKind::Branch, branch)?
             .ok_or_else(|| Error::not_found(format!("branch {branch} does not exist")))?;
         let mut payload = store.require_snapshot(&head.value)?.payload;
-        payload.insert(format!("key-{}", payload.len()), json!(random_hex()?));
+        // A random key, so writes on two branches never conflict when merged.
+        let value = json!(payload.len());
+        payload.insert(format!("key-{}", random_hex()?), value);
         let id = store.write_snapshot(&Snapshot::child(
             vec![head.value],
             payload,
