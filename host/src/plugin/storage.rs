@@ -1,0 +1,613 @@
+//! Host side of the WIT `storage` capability (`wit/storage.wit`).
+//!
+//! A plugin never touches a store directly: for each call the host builds a
+//! [`Grants`] set from the object's locator (`descriptor.storage-keys`), and the
+//! plugin can only open a [`Bucket`] at a URI that set grants (the URI itself or
+//! anything under it). This module is plain async Rust with no wasmtime types,
+//! so the WIT bindings are a thin layer over it.
+//!
+//! # URIs
+//!
+//! * Local paths: `/abs/path` or `file:///abs/path`. `.`, `..`, doubled and
+//!   trailing slashes are resolved lexically *before* the grant check, so
+//!   `/granted/../elsewhere` is judged as `/elsewhere`. Relative paths are
+//!   refused. `file://` URIs are taken literally (no percent-decoding).
+//! * `memory://NAME[/prefix]`: process-wide in-memory buckets
+//!   ([`object_store::memory::InMemory`]), the reference backend's home. A
+//!   bucket opened at `memory://NAME/sub` is the `sub/` prefix of bucket `NAME`.
+//! * Cloud stores (`s3://`, `gs://`, `az://`, ...) are refused as `Invalid` for
+//!   now; they will be one more `object_store` implementation behind the same
+//!   `object::ObjectBucket` the memory buckets use: a `ParsedUri`/`Target`
+//!   variant plus a constructor building the store from host-resolved
+//!   credentials (see [`Bucket::open`]).
+//!
+//! # Local directories
+//!
+//! Local buckets do not use object_store's `LocalFileSystem` (it follows
+//! symlinks anywhere and has no if-match put). Every path is resolved through a
+//! `cap-std` [`Dir`](cap_std::fs::Dir) opened at the *granted* root, so neither a
+//! symlink nor `..` can lead out of it: such an access fails with
+//! [`StorageError::Denied`]. Listing shows regular files only and does not
+//! follow symlinks (which also rules out cycles). A missing granted root reads
+//! as empty; the first write creates it (`create_dir_all`), so reads never
+//! create directories.
+//!
+//! Writes are atomic: the data goes to a temp file `.tether-tmp-*` in the
+//! target's directory (listing skips these names, keys may not use them), is
+//! fsynced, then renamed over the key. Readers therefore see the old or the new
+//! object, never a torn one, without taking any lock.
+//!
+//! **Etags** of local objects are the first 32 hex digits (128 bits) of the
+//! SHA-256 of the content: strong, stable across processes and restarts, and
+//! computed by reading the file (objects here are mostly small refs and
+//! metadata). Rewriting identical bytes therefore keeps the etag, so an
+//! if-match from it still succeeds afterwards (a compare-and-swap on the
+//! value); a memory bucket issues a fresh etag per write. Etags are opaque either way, and the
+//! outcome of every conditional operation is the same on both.
+//!
+//! **Locking.** Every local write (put in any mode, copy, delete) holds an
+//! exclusive `flock` (via `fs4`) on a lock file in the user cache directory,
+//! `<cache>/tether/locks/<sha256>.lock`, where `<cache>/tether` is
+//! `$TETHER_CACHE_DIR` when set and `dirs::cache_dir()/tether` otherwise. The
+//! hash covers the canonical path of the key's directory plus the key's file
+//! name, so two URIs reaching the same file share a lock. With the lock held the
+//! host compares (exists? etag?) and writes, which makes create-only, if-match
+//! and copy-without-overwrite atomic across threads *and* OS processes. Lock
+//! files never live inside the store (they would show up in it and a plugin
+//! could tamper with them) and are never deleted (unlinking a lock file another
+//! process is waiting on would break mutual exclusion); they are empty.
+//! Plain overwrites and deletes take the lock too, so they cannot slip between
+//! another writer's compare and its rename.
+//!
+//! Conditional semantics are identical on every bucket: `Create` on an
+//! existing key fails with [`StorageError::AlreadyExists`]; `IfMatch(e)` on a
+//! missing key or another etag fails with [`StorageError::PreconditionFailed`];
+//! `Overwrite` always writes. Copying from a missing source is
+//! `PreconditionFailed`. One difference is inherent to directories: on a local
+//! bucket a key cannot be both an object and a "directory" (`a` and `a/b`).
+
+mod local;
+mod object;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+/// Largest page [`Bucket::list`] returns, whatever `limit` asks for; callers
+/// follow `next` for more.
+pub const MAX_LIST_PAGE: u32 = 1000;
+
+/// Prefix of the temp files local writes rename into place. Listing skips it
+/// and keys may not use it, so a half-written object is never visible.
+const TMP_PREFIX: &str = ".tether-tmp-";
+
+/// Why a storage call failed; mirrors WIT `storage-error`. Each message names
+/// the URI and key concerned, since it is all the plugin gets to see.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// The URI (or a path a key leads to) was not granted to this call.
+    #[error("storage access denied: {0}")]
+    Denied(String),
+    /// A create-only put (or copy without overwrite) found the key there.
+    #[error("storage object already exists: {0}")]
+    AlreadyExists(String),
+    /// An if-match put found another etag or no object; or a copy found no source.
+    #[error("storage precondition failed: {0}")]
+    PreconditionFailed(String),
+    /// A key or URI that is not valid (`..`, an absolute key, a relative path, ...).
+    #[error("invalid storage request: {0}")]
+    Invalid(String),
+    /// The store itself failed.
+    #[error("storage I/O error: {0}")]
+    Io(String),
+}
+
+/// Metadata of one stored object; `etag` is opaque, pass it back in
+/// [`PutMode::IfMatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Key relative to the bucket root.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Opaque version tag: for local buckets the first 32 hex digits of the
+    /// content's SHA-256, for memory buckets the store's own counter.
+    pub etag: String,
+    /// Last modification, RFC 3339 (UTC), when the store knows it.
+    pub last_modified: Option<String>,
+}
+
+/// A whole object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    /// The object's metadata, describing exactly these bytes.
+    pub meta: ObjectMeta,
+    /// The whole content.
+    pub data: Bytes,
+}
+
+/// How a put treats an existing object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Always write.
+    Overwrite,
+    /// Fail with [`StorageError::AlreadyExists`] if the key exists.
+    Create,
+    /// Fail with [`StorageError::PreconditionFailed`] unless the current etag is this one.
+    IfMatch(String),
+}
+
+/// One page of a listing, in key order; pass `next` back as the cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListPage {
+    /// Objects in key order.
+    pub objects: Vec<ObjectMeta>,
+    /// The last key of this page when more may follow, `None` at the end.
+    pub next: Option<String>,
+}
+
+/// A URI after lexical normalisation, before any grant is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ParsedUri {
+    /// Absolute local path, as its segments (`/` is the empty list).
+    Local(Vec<String>),
+    /// `memory://name/seg/seg`.
+    Memory { name: String, prefix: Vec<String> },
+    // Cloud stores slot in here: `Cloud { scheme, bucket, prefix }`, opened
+    // through object_store with host-resolved credentials.
+}
+
+impl ParsedUri {
+    fn parse(uri: &str) -> Result<Self, StorageError> {
+        if uri.contains('\0') {
+            return Err(StorageError::Invalid(format!(
+                "storage URI {uri:?} contains a NUL byte"
+            )));
+        }
+        if let Some(rest) = uri.strip_prefix("memory://") {
+            let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+            if name.is_empty() || name == "." || name == ".." || name.contains('\\') {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?} has no valid memory bucket name (expected memory://NAME[/prefix])"
+                )));
+            }
+            if path.contains('\\') || path.chars().any(|c| c.is_control()) {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?}: prefix may not contain '\\' or control characters"
+                )));
+            }
+            let prefix = normalise_segments(path).ok_or_else(|| {
+                StorageError::Invalid(format!(
+                    "storage URI {uri:?}: '..' leads above the memory bucket"
+                ))
+            })?;
+            return Ok(Self::Memory {
+                name: name.to_string(),
+                prefix,
+            });
+        }
+        let path = if let Some(rest) = uri.strip_prefix("file://") {
+            // `file:///p` and `file://localhost/p` name the local path `/p`.
+            let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+            if !rest.starts_with('/') {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?}: file:// URIs must name an absolute local path (file:///path)"
+                )));
+            }
+            rest
+        } else if let Some((scheme, _)) = uri.split_once("://") {
+            let scheme = scheme.to_ascii_lowercase();
+            let msg = if matches!(
+                scheme.as_str(),
+                "s3" | "s3a" | "gs" | "az" | "azure" | "abfs" | "abfss" | "adl" | "http" | "https"
+            ) {
+                format!("storage URI {uri:?}: {scheme}:// object stores are not supported yet")
+            } else {
+                format!("storage URI {uri:?}: unknown scheme {scheme}://")
+            };
+            return Err(StorageError::Invalid(msg));
+        } else {
+            uri
+        };
+        if !path.starts_with('/') {
+            return Err(StorageError::Invalid(format!(
+                "storage URI {uri:?} is a relative path; local paths must be absolute"
+            )));
+        }
+        // POSIX: `..` at `/` stays at `/`.
+        let mut segments: Vec<String> = Vec::new();
+        for seg in path.split('/') {
+            match seg {
+                "" | "." => {}
+                ".." => {
+                    segments.pop();
+                }
+                s => segments.push(s.to_string()),
+            }
+        }
+        Ok(Self::Local(segments))
+    }
+
+    /// Does `self` (a grant) cover `other` (a request)? Whole segments only,
+    /// so `/a/b` covers `/a/b/c` but not `/a/bc`.
+    fn covers(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Local(g), Self::Local(r)) => r.starts_with(g),
+            (
+                Self::Memory {
+                    name: gn,
+                    prefix: gp,
+                },
+                Self::Memory {
+                    name: rn,
+                    prefix: rp,
+                },
+            ) => gn == rn && rp.starts_with(gp),
+            _ => false,
+        }
+    }
+
+    fn depth(&self) -> usize {
+        match self {
+            Self::Local(s) => s.len(),
+            Self::Memory { prefix, .. } => prefix.len(),
+        }
+    }
+
+    fn canonical(&self) -> String {
+        match self {
+            Self::Local(s) => format!("/{}", s.join("/")),
+            Self::Memory { name, prefix } if prefix.is_empty() => format!("memory://{name}"),
+            Self::Memory { name, prefix } => format!("memory://{name}/{}", prefix.join("/")),
+        }
+    }
+}
+
+/// Resolve `.`, `..` and empty segments of a `/`-separated relative path;
+/// `None` when `..` climbs above its start.
+fn normalise_segments(path: &str) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            s => out.push(s.to_string()),
+        }
+    }
+    Some(out)
+}
+
+/// Where a granted bucket lives. Built only by [`Grants::check`], so holding
+/// one proves the grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageLocation {
+    uri: String,
+    target: Target,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// `root` is the granted directory (the sandbox); `sub` the bucket root
+    /// relative to it (empty when opened at the grant itself).
+    Local { root: PathBuf, sub: PathBuf },
+    /// Bucket `name`, objects under `prefix` (`""` or `a/b`, no slashes at the ends).
+    Memory { name: String, prefix: String },
+}
+
+impl StorageLocation {
+    /// The normalised URI (`/abs/path` or `memory://NAME[/prefix]`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+}
+
+/// The storage URIs one plugin call may open: deny by default, grant by name.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    granted: Vec<ParsedUri>,
+}
+
+impl Grants {
+    /// Grants from the URIs the object's locator names. A URI that does not
+    /// parse (relative, unsupported scheme, ...) grants nothing.
+    pub fn new(uris: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            granted: uris
+                .into_iter()
+                .filter_map(|u| ParsedUri::parse(&u).ok())
+                .collect(),
+        }
+    }
+
+    /// Normalise `uri` and check it is a granted URI or lies under one.
+    pub fn check(&self, uri: &str) -> Result<StorageLocation, StorageError> {
+        let parsed = ParsedUri::parse(uri)?;
+        // The most specific grant is the tightest sandbox.
+        let grant = self
+            .granted
+            .iter()
+            .filter(|g| g.covers(&parsed))
+            .max_by_key(|g| g.depth())
+            .ok_or_else(|| {
+                let canonical = parsed.canonical();
+                let shown = if canonical == uri {
+                    format!("{uri:?}")
+                } else {
+                    format!("{uri:?} (normalised: {canonical:?})")
+                };
+                StorageError::Denied(format!(
+                    "storage URI {shown} is not granted to this call: the object's locator does not name it"
+                ))
+            })?;
+        let target = match (grant, &parsed) {
+            (ParsedUri::Local(g), ParsedUri::Local(r)) => Target::Local {
+                root: PathBuf::from(ParsedUri::Local(g.clone()).canonical()),
+                sub: r[g.len()..].iter().collect(),
+            },
+            (ParsedUri::Memory { .. }, ParsedUri::Memory { name, prefix }) => Target::Memory {
+                name: name.clone(),
+                prefix: prefix.join("/"),
+            },
+            // `covers` only matches like with like.
+            _ => {
+                return Err(StorageError::Denied(format!(
+                    "storage URI {uri:?} is not granted to this call"
+                )));
+            }
+        };
+        Ok(StorageLocation {
+            uri: parsed.canonical(),
+            target,
+        })
+    }
+
+    /// [`check`](Self::check) then [`Bucket::open`].
+    pub async fn open(&self, uri: &str) -> Result<Bucket, StorageError> {
+        Bucket::open(self.check(uri)?).await
+    }
+}
+
+/// An opened bucket, rooted at a granted URI; keys are relative to it and
+/// cannot leave it. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    uri: Arc<str>,
+    backend: Backend,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Local(Arc<local::LocalBucket>),
+    Object(Arc<object::ObjectBucket>),
+}
+
+impl Bucket {
+    /// Open a granted location. Local and memory buckets do no I/O here (a
+    /// missing local root reads as empty and is created by the first write);
+    /// it is async for the cloud stores to come, which resolve credentials.
+    pub async fn open(location: StorageLocation) -> Result<Self, StorageError> {
+        let uri: Arc<str> = location.uri.into();
+        let backend = match location.target {
+            Target::Local { root, sub } => {
+                Backend::Local(Arc::new(local::LocalBucket::new(uri.clone(), root, sub)))
+            }
+            Target::Memory { name, prefix } => Backend::Object(Arc::new(
+                object::ObjectBucket::memory(uri.clone(), &name, &prefix),
+            )),
+        };
+        Ok(Self { uri, backend })
+    }
+
+    /// The normalised URI this bucket was opened at.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The whole object, or `None` when the key does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
+        self.check_key(key)?;
+        match &self.backend {
+            Backend::Local(b) => b.get(key).await,
+            Backend::Object(b) => b.get(key).await,
+        }
+    }
+
+    /// `length` bytes from `offset` (fewer, possibly none, at the end), or
+    /// `None` when the key does not exist.
+    pub async fn get_range(
+        &self,
+        key: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<Vec<u8>>, StorageError> {
+        self.check_key(key)?;
+        match &self.backend {
+            Backend::Local(b) => b.get_range(key, offset, length).await,
+            Backend::Object(b) => b.get_range(key, offset, length).await,
+        }
+    }
+
+    /// Metadata, or `None` when the key does not exist.
+    pub async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StorageError> {
+        self.check_key(key)?;
+        match &self.backend {
+            Backend::Local(b) => b.head(key).await,
+            Backend::Object(b) => b.head(key).await,
+        }
+    }
+
+    /// Write a whole object; returns its new metadata.
+    pub async fn put(
+        &self,
+        key: &str,
+        data: impl Into<Bytes>,
+        mode: PutMode,
+    ) -> Result<ObjectMeta, StorageError> {
+        self.check_key(key)?;
+        let data = data.into();
+        match &self.backend {
+            Backend::Local(b) => b.put(key, data, mode).await,
+            Backend::Object(b) => b.put(key, data, mode).await,
+        }
+    }
+
+    /// Up to `limit` (at most [`MAX_LIST_PAGE`]) objects whose keys start with
+    /// `prefix` (a plain string prefix, not only whole segments) and sort after
+    /// `cursor`, in key (byte) order.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> Result<ListPage, StorageError> {
+        if prefix.starts_with('/') || prefix.contains('\\') || prefix.chars().any(char::is_control)
+        {
+            return Err(StorageError::Invalid(format!(
+                "{}: list prefix {prefix:?} may not start with '/' or contain '\\' or control characters",
+                self.uri
+            )));
+        }
+        if limit == 0 {
+            return Err(StorageError::Invalid(format!(
+                "{}: list limit must be at least 1",
+                self.uri
+            )));
+        }
+        let limit = limit.min(MAX_LIST_PAGE) as usize;
+        match &self.backend {
+            Backend::Local(b) => b.list(prefix, cursor, limit).await,
+            Backend::Object(b) => b.list(prefix, cursor, limit).await,
+        }
+    }
+
+    /// Delete a key; `false` when it was already gone.
+    pub async fn delete(&self, key: &str) -> Result<bool, StorageError> {
+        self.check_key(key)?;
+        match &self.backend {
+            Backend::Local(b) => b.delete(key).await,
+            Backend::Object(b) => b.delete(key).await,
+        }
+    }
+
+    /// Copy `src` to `dst`. With `overwrite` false an existing `dst` fails with
+    /// [`StorageError::AlreadyExists`]; a missing `src` is
+    /// [`StorageError::PreconditionFailed`].
+    pub async fn copy(
+        &self,
+        src: &str,
+        dst: &str,
+        overwrite: bool,
+    ) -> Result<ObjectMeta, StorageError> {
+        self.check_key(src)?;
+        self.check_key(dst)?;
+        match &self.backend {
+            Backend::Local(b) => b.copy(src, dst, overwrite).await,
+            Backend::Object(b) => b.copy(src, dst, overwrite).await,
+        }
+    }
+
+    fn check_key(&self, key: &str) -> Result<(), StorageError> {
+        validate_key(key).map_err(|why| {
+            StorageError::Invalid(format!("{}: key {key:?} is not valid: {why}", self.uri))
+        })
+    }
+
+    /// Tests keep their lock files in a temp dir instead of the user cache.
+    #[cfg(test)]
+    fn with_lock_dir(self, dir: PathBuf) -> Self {
+        let backend = match self.backend {
+            Backend::Local(b) => Backend::Local(Arc::new(b.as_ref().clone().with_lock_dir(dir))),
+            other => other,
+        };
+        Self { backend, ..self }
+    }
+}
+
+/// Keys are relative `/`-separated paths with no empty, `.` or `..` segment,
+/// no `\`, no control characters (NUL included) and no temp-file names. The
+/// rules are the same for every backend so a key valid on one is valid on all.
+fn validate_key(key: &str) -> Result<(), &'static str> {
+    if key.is_empty() {
+        return Err("keys may not be empty");
+    }
+    if key.starts_with('/') {
+        return Err("keys are relative and may not start with '/'");
+    }
+    if key.contains('\\') {
+        return Err("keys may not contain '\\'");
+    }
+    if key.chars().any(char::is_control) {
+        return Err("keys may not contain NUL or other control characters");
+    }
+    for seg in key.split('/') {
+        match seg {
+            "" => {
+                return Err("keys may not have empty segments (leading, trailing or doubled '/')");
+            }
+            "." | ".." => return Err("keys may not have '.' or '..' segments"),
+            s if s.starts_with(TMP_PREFIX) => {
+                return Err("segments starting with '.tether-tmp-' are reserved");
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Etag of local objects: the first 32 hex digits of the content's SHA-256.
+fn content_etag(data: &[u8]) -> String {
+    let mut hex = hex::encode(Sha256::digest(data));
+    hex.truncate(32);
+    hex
+}
+
+/// RFC 3339 in UTC from seconds and nanoseconds since the Unix epoch, without
+/// pulling a date crate in for one format.
+fn rfc3339(secs: i64, nanos: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut s = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    );
+    if nanos != 0 {
+        let frac = format!("{nanos:09}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
+    s.push('Z');
+    s
+}
+
+fn system_time_rfc3339(t: std::time::SystemTime) -> String {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => rfc3339(d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            let (secs, nanos) = (-(d.as_secs() as i64), d.subsec_nanos());
+            if nanos == 0 {
+                rfc3339(secs, 0)
+            } else {
+                rfc3339(secs - 1, 1_000_000_000 - nanos)
+            }
+        }
+    }
+}
