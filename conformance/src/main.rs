@@ -1,0 +1,138 @@
+//! `tether-conformance PLUGIN.wasm [--only CAPABILITY]... [--json]`: run the
+//! conformance suite against a plugin component that exports the harness.
+//!
+//! Exit status: 0 when every check passed (skips are fine), 1 when any failed
+//! or the suite could not run, 2 on a usage error.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use tether::plugin::{Runtime, RuntimeConfig};
+use tether_conformance::{Options, Scratch};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tether-conformance",
+    version,
+    about = "Run the tether backend conformance suite against a plugin"
+)]
+struct Cli {
+    /// The plugin component (.wasm, wasm32-wasip2, exporting tether:backend/harness).
+    plugin: PathBuf,
+    /// Check only this capability (FORK, conditional-ref, ...); repeatable.
+    #[arg(long = "only", value_name = "CAPABILITY", value_parser = parse_capability)]
+    only: Vec<String>,
+    /// Print one JSON object instead of one line per check.
+    #[arg(long)]
+    json: bool,
+    /// Where the harness makes its systems: a storage URI (`memory://NAME`,
+    /// an absolute path). Default: a fresh temporary directory.
+    #[arg(long, value_name = "URI")]
+    scratch: Option<String>,
+    /// The `[backends.<kind>]` configuration, as JSON.
+    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_json)]
+    config: serde_json::Value,
+    /// The dataset id pin ids are computed with.
+    #[arg(long, value_name = "ID", default_value = tether_conformance::DEFAULT_DATASET)]
+    dataset: String,
+    /// How many checks run at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    jobs: usize,
+    /// How long one plugin call may run before it is stopped, in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "TETHER_PLUGIN_TIMEOUT",
+        default_value_t = 60.0
+    )]
+    call_timeout: f64,
+}
+
+fn parse_capability(s: &str) -> Result<String, String> {
+    tether_conformance::parse_capability(s).map_err(|e| e.to_string())
+}
+
+fn parse_json(s: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+fn main() -> ExitCode {
+    // clap exits with 2 on usage errors itself.
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether every check passed.
+async fn run(cli: Cli) -> anyhow::Result<bool> {
+    anyhow::ensure!(
+        cli.call_timeout.is_finite() && cli.call_timeout > 0.0,
+        "--call-timeout must be a positive number of seconds"
+    );
+    let config = RuntimeConfig {
+        call_timeout: Duration::from_secs_f64(cli.call_timeout),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(config).context("cannot start the plugin runtime")?;
+    let plugin = runtime
+        .load_file(&cli.plugin)
+        .await
+        .context("cannot load the plugin")?;
+    let options = Options {
+        only: cli.only,
+        scratch: cli.scratch.map_or(Scratch::TempDir, Scratch::Uri),
+        config: cli.config,
+        dataset: cli.dataset,
+        jobs: cli.jobs,
+        ..Options::default()
+    };
+
+    let json = cli.json;
+    let mut out = std::io::stdout().lock();
+    if !json {
+        let d = plugin.descriptor();
+        writeln!(
+            out,
+            "{} {} ({}): {}",
+            d.kind,
+            plugin.digest(),
+            d.maturity,
+            d.capabilities.join(" ")
+        )?;
+    }
+    // A line per check as soon as it is known; a closed stdout (`| head`)
+    // surfaces when the summary is written.
+    let report = tether_conformance::run_with(plugin, &options, |result| {
+        if !json {
+            let _ = writeln!(out, "{result}");
+        }
+    })
+    .await?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+    } else {
+        writeln!(out, "{}", report.summary())?;
+    }
+    out.flush()?;
+    Ok(report.success())
+}
