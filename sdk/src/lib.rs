@@ -91,7 +91,9 @@
 //!
 //! Build with `cargo build --release --target wasm32-wasip2`; the `.wasm` is a
 //! component. `wasm-tools component wit X.wasm` shows what it imports and
-//! exports.
+//! exports. Panic locations carry source paths (this crate's included), so
+//! builds meant to be reproducible remap them (`--remap-path-prefix` for the
+//! repository root and the cargo home), as tether's own build does.
 
 // Lets the generated code and `export!` name this crate as `tether_sdk` from
 // inside it too.

@@ -12,22 +12,27 @@ pub fn log(level: Level, message: &str) {
     wit::log(level, message);
 }
 
+/// Send one `trace` line.
 pub fn trace(message: &str) {
     log(Level::Trace, message);
 }
 
+/// Send one `debug` line.
 pub fn debug(message: &str) {
     log(Level::Debug, message);
 }
 
+/// Send one `info` line.
 pub fn info(message: &str) {
     log(Level::Info, message);
 }
 
+/// Send one `warn` line.
 pub fn warn(message: &str) {
     log(Level::Warn, message);
 }
 
+/// Send one `error` line.
 pub fn error(message: &str) {
     log(Level::Error, message);
 }
