@@ -33,7 +33,17 @@
 //! is optional and not hashed. So a test writes a new state on `main` with
 //! plain file writes: put the snapshot file (parent = the current head), then
 //! overwrite `refs/branches/main.json`. The initial snapshot is
-//! `{"message": "initial snapshot", "parents": [], "payload": {}}`.
+//! `{"message": "initial snapshot", "parents": [], "payload": {}}`. In Python
+//! (keep payload values to strings, integers and booleans, whose printing
+//! agrees with serde_json's):
+//!
+//! ```text
+//! snap = {"message": "m", "parents": [head], "payload": {"k": "v"}}
+//! text = json.dumps(snap, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+//! sid = hashlib.sha256(text.encode()).hexdigest()[:20]
+//! (root / "snapshots" / f"{sid}.json").write_text(text)
+//! (root / "refs/branches/main.json").write_text(json.dumps({"snapshot_id": sid}))
+//! ```
 //!
 //! Every ref move is a conditional put: create-only for a new ref, if-match
 //! on the ref file's etag for a move. That is what makes `CONDITIONAL_REF`
