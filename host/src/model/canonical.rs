@@ -71,7 +71,8 @@ mod tests {
             to_string(&json!({"s": "line\n\"q\"\u{1}"})),
             r#"{"s":"line\n\"q\"\u0001"}"#
         );
-        assert_eq!(to_string(&json!(1.5e300)), "1.5e300");
+        // serde_json 1.0.154 prints exponents with a sign; pinned by Cargo.lock.
+        assert_eq!(to_string(&json!(1.5e300)), "1.5e+300");
         assert_eq!(
             to_string(&json!({"n": {"y": 0, "x": -1}})),
             r#"{"n":{"x":-1,"y":0}}"#

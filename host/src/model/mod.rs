@@ -1,4 +1,40 @@
-//! The data model: canonical JSON, and (as the engine grows) tether.toml,
-//! manifests, workspace state, pin ids and ref names.
+//! The data model: the files a dataset is made of, and the ids and names
+//! tether writes into stores.
+//!
+//! - [`canonical`] — canonical JSON, the one byte form tether hashes;
+//! - [`ids`] — dataset and workspace ids, pin ids and refs, working refs,
+//!   `manifest_hash`, listing names (the recipes are formats: `docs/formats.md`);
+//! - [`key`] — object keys, key derivation, `KEY...` selectors;
+//! - [`config`] — `tether.toml`;
+//! - [`policy`] — per-object policy;
+//! - [`manifest`] — `.tether/objects/<key>.toml`;
+//! - [`listing`] — `.tether/listings/<name>.jsonl`;
+//! - [`workspace`] — `.tether/workspace.toml`;
+//! - [`secrets`] — `.tether/secrets.toml` and credential resolution;
+//! - [`layout`] — where each file lives, and finding the dataset root;
+//! - [`toml_json`] — how JSON locators and states are stored in TOML;
+//! - [`time`] — the timestamp form; [`fsutil`]: atomic writes;
+//! - [`error`] — [`ModelError`].
 
 pub mod canonical;
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod ids;
+pub mod key;
+pub mod layout;
+pub mod listing;
+pub mod manifest;
+pub mod policy;
+pub mod secrets;
+pub mod time;
+pub mod toml_json;
+pub mod workspace;
+
+pub use config::Config;
+pub use error::ModelError;
+pub use layout::Layout;
+pub use manifest::{Manifest, Origin, Pin};
+pub use policy::{FileMode, PinMode, Policy};
+pub use secrets::Secrets;
+pub use workspace::WorkspaceState;
