@@ -1,1 +1,717 @@
-//! The dataset VCS.
+//! The dataset VCS: where tether's manifests live and how a dataset commit is made.
+//!
+//! A dataset is `tether.toml`, `.tether/objects/<key>.toml` and `.tether/listings/`
+//! inside the user's own git (or, later, jj) repository, and a dataset commit is a VCS
+//! commit of those files. The engine talks to that repository only through the
+//! [`Vcs`] trait, so git and jj are interchangeable behind it.
+//!
+//! - [`detect`] finds the repository enclosing a directory and opens the adapter for it.
+//! - [`git::GitVcs`] is the git adapter, on `git2` (libgit2): no git subprocess on the
+//!   hot path. The one subprocess it starts is a user's commit hook (`pre-commit`,
+//!   `commit-msg`, `post-commit`), because the spec says a refusing hook stops a
+//!   dataset commit; and [`require_git_version`] runs `git --version` once per process.
+//! - [`VcsEnv`] is the environment the adapter works in, captured once: the variables
+//!   `git rev-parse --local-env-vars` lists (`GIT_DIR`, `GIT_INDEX_FILE`, ...) are
+//!   dropped, so a git hook that runs tether still commits to the dataset's own
+//!   repository, while `GIT_CONFIG_GLOBAL` / `GIT_CONFIG_SYSTEM` and the identity
+//!   variables still apply.
+//!
+//! Paths given to and returned by the trait are repository-relative, `/`-separated and
+//! UTF-8 (`.tether/objects/zarr/imaging.toml`); tether only ever names its own files.
+
+pub mod git;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use git::GitVcs;
+
+/// The result type of this module.
+pub type Result<T, E = VcsError> = std::result::Result<T, E>;
+
+/// The oldest git tether runs with: 2.38 introduced `safe.bareRepository`, which the
+/// `git` backend relies on.
+pub const MIN_GIT_VERSION: (u32, u32, u32) = (2, 38, 0);
+
+/// The prefix of a parking branch: `tether new REV` for a commit no branch names checks
+/// it out on `tether/<rev12>`, so dataset commits made there stay reachable.
+pub const PARKING_PREFIX: &str = "tether/";
+
+/// Which version-control system an adapter drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VcsKind {
+    /// git, through libgit2.
+    Git,
+    /// jj (Jujutsu), through its CLI and its git store.
+    Jj,
+}
+
+impl fmt::Display for VcsKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            VcsKind::Git => "git",
+            VcsKind::Jj => "jj",
+        })
+    }
+}
+
+/// A commit id as the VCS prints it: lowercase hex (40 digits for git, and for jj's
+/// git-backed commits). A string rather than a `git2::Oid`, so jj can use it too.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct CommitId(String);
+
+impl CommitId {
+    /// Wraps a full hex id. Not validated: ids come from the VCS itself or from files
+    /// tether wrote, and [`Vcs::resolve`] is the way to check a user's string.
+    pub fn new(hex: impl Into<String>) -> Self {
+        CommitId(hex.into())
+    }
+
+    /// The full hex id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 12 hex digits, as in a parking branch `tether/<rev12>`.
+    pub fn short12(&self) -> &str {
+        &self.0[..self.0.len().min(12)]
+    }
+}
+
+impl fmt::Display for CommitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where the checkout's `HEAD` is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadState {
+    /// On a branch that has no commit yet (a fresh `git init`).
+    Unborn { branch: String },
+    /// On a branch (a bookmark tether works on).
+    Branch { name: String, commit: CommitId },
+    /// On a parking branch `tether/<rev12>`: a read-only working copy of a commit.
+    Parked { branch: String, commit: CommitId },
+    /// Detached at a commit.
+    Detached { commit: CommitId },
+}
+
+impl HeadState {
+    /// The commit checked out, `None` on an unborn branch.
+    pub fn commit(&self) -> Option<&CommitId> {
+        match self {
+            HeadState::Unborn { .. } => None,
+            HeadState::Branch { commit, .. }
+            | HeadState::Parked { commit, .. }
+            | HeadState::Detached { commit } => Some(commit),
+        }
+    }
+
+    /// The bookmark this checkout works on: the branch (an unborn one too), `None` when
+    /// detached or on a parking branch.
+    pub fn bookmark(&self) -> Option<&str> {
+        match self {
+            HeadState::Unborn { branch } => Some(branch),
+            HeadState::Branch { name, .. } => Some(name),
+            HeadState::Parked { .. } | HeadState::Detached { .. } => None,
+        }
+    }
+}
+
+/// A local branch and the commit it points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchInfo {
+    /// The short name (`main`, `feat/x`, `tether/0123456789ab`).
+    pub name: String,
+    /// The commit it points at.
+    pub commit: CommitId,
+    /// Whether it is a `tether/<rev12>` parking branch rather than a bookmark.
+    pub parking: bool,
+}
+
+/// The files under a prefix at one commit, path → content. Shared: a commit whose
+/// subtree is unchanged from one already walked gets the same map.
+pub type FileMap = BTreeMap<String, Arc<[u8]>>;
+
+/// One commit of [`Vcs::history`].
+#[derive(Debug, Clone)]
+pub struct HistoryCommit {
+    /// The commit.
+    pub id: CommitId,
+    /// Its parents, first parent first.
+    pub parents: Vec<CommitId>,
+    /// Author name and email.
+    pub author_name: String,
+    pub author_email: String,
+    /// When it was authored and committed, with the recorded UTC offset.
+    pub authored_at: chrono::DateTime<chrono::FixedOffset>,
+    pub committed_at: chrono::DateTime<chrono::FixedOffset>,
+    /// The full message.
+    pub message: String,
+    /// An id of the prefix's content (git: its tree id), `None` when the commit has
+    /// nothing there. Equal ids mean equal [`files`](Self::files), so a caller can skip
+    /// a manifest set it has already checked.
+    pub files_id: Option<String>,
+    /// Every file under the prefix, by repository path.
+    pub files: Arc<FileMap>,
+}
+
+/// One path with local changes, from [`Vcs::changes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    /// The path (the new one for a rename; renames are not detected, so both sides show).
+    pub path: String,
+    /// Staged: the index differs from `HEAD`.
+    pub staged: bool,
+    /// Unstaged: the work tree differs from the index.
+    pub unstaged: bool,
+    /// Not tracked at all (listed whatever `status.showUntrackedFiles` says).
+    pub untracked: bool,
+    /// A merge conflict.
+    pub conflicted: bool,
+}
+
+/// One checkout of the repository (a git worktree, a jj workspace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeInfo {
+    /// The worktree's name (`git worktree`'s administrative name); `None` for the main one.
+    pub name: Option<String>,
+    /// Its work tree.
+    pub path: PathBuf,
+    /// The branch it has checked out, if any.
+    pub branch: Option<String>,
+    /// The commit it has checked out, `None` on an unborn branch.
+    pub head: Option<CommitId>,
+    /// Whether the checkout directory still exists (a deleted one is prunable).
+    pub exists: bool,
+    /// Whether this is the main worktree (the one holding the shared directory).
+    pub is_main: bool,
+    /// Whether this is the checkout the adapter was opened in.
+    pub is_current: bool,
+    /// Whether it is locked (`git worktree lock`).
+    pub locked: bool,
+}
+
+/// The version-control surface tether relies on. Object-safe and shareable: the engine
+/// holds a `Box<dyn Vcs>` and fans out across threads.
+///
+/// Every read of the work tree or index sees the disk as it is now (nothing is cached
+/// across calls except immutable objects), because the user's own git commands run
+/// between tether's.
+pub trait Vcs: Send + Sync + fmt::Debug {
+    /// Which VCS this is.
+    fn kind(&self) -> VcsKind;
+
+    /// The checkout's root: the work tree holding `tether.toml`.
+    fn root(&self) -> &Path;
+
+    /// The directory every checkout of the repository shares (git's common dir, the
+    /// main worktree's `.git/`; jj's repo dir). The repository lock and the pinned,
+    /// created and touched indexes live there.
+    fn shared_dir(&self) -> &Path;
+
+    /// Where `HEAD` is: branch, parking branch, detached, or unborn.
+    fn head_state(&self) -> Result<HeadState>;
+
+    /// The commit checked out, `None` before the first commit (unborn branch).
+    fn head(&self) -> Result<Option<CommitId>> {
+        Ok(self.head_state()?.commit().cloned())
+    }
+
+    /// The bookmark this checkout works on: the current branch, `None` when detached or
+    /// on a `tether/<rev12>` parking branch. An unborn branch is still the bookmark.
+    fn current_branch(&self) -> Result<Option<String>> {
+        Ok(self.head_state()?.bookmark().map(str::to_owned))
+    }
+
+    /// Resolves a user's `REV` (full or short sha, branch, tag, `HEAD~2`, ...) to a
+    /// commit, refusing an unknown or ambiguous one with [`VcsError::UnknownRevision`].
+    fn resolve(&self, rev: &str) -> Result<CommitId>;
+
+    /// Every local branch, sorted by name, parking branches included and marked.
+    fn branches(&self) -> Result<Vec<BranchInfo>>;
+
+    /// The commit a local branch points at, `None` when there is no such branch.
+    fn branch_head(&self, name: &str) -> Result<Option<CommitId>>;
+
+    /// A file's content at a commit, `None` when the commit has no file there.
+    fn read_file(&self, commit: &CommitId, path: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Every file under a directory prefix at a commit (recursively), sorted. An empty
+    /// prefix means the whole tree.
+    fn list_files(&self, commit: &CommitId, prefix: &str) -> Result<Vec<String>>;
+
+    /// Streams all visible history (every commit reachable from a branch or from any
+    /// checkout's `HEAD`), newest first in topological order, each commit once, with
+    /// the files under `prefix`. Unchanged content is read once per walk.
+    fn history<'a>(
+        &'a self,
+        prefix: &str,
+    ) -> Result<Box<dyn Iterator<Item = Result<HistoryCommit>> + 'a>>;
+
+    /// sha256 (hex) over every visible commit id, sorted: a commit made in any checkout
+    /// changes it, which stales a saved `gc` plan.
+    fn history_digest(&self) -> Result<String>;
+
+    /// Which of `paths` the VCS tracks (in `HEAD`'s tree or in the index); a directory
+    /// counts when anything under it is tracked. Returned in the order given.
+    fn tracked(&self, paths: &[&str]) -> Result<Vec<String>>;
+
+    /// Every path with staged, unstaged or untracked changes (ignored files excluded).
+    fn changes(&self) -> Result<Vec<PathChange>>;
+
+    /// Whether the checkout has no changes outside `prefix` (a directory, e.g.
+    /// `.tether`; empty excepts nothing). `abandon` and `new` refuse a dirty tree with this.
+    fn is_clean_except(&self, prefix: &str) -> Result<bool> {
+        let prefix = normalize_prefix(prefix)?;
+        Ok(self
+            .changes()?
+            .iter()
+            .all(|c| !prefix.is_empty() && under_prefix(&c.path, &prefix)))
+    }
+
+    /// Commits exactly `paths`' current work-tree contents (added, modified or deleted)
+    /// on top of `HEAD`, like `git commit -- PATH...` (untracked paths included), and
+    /// moves the current branch (or makes its first commit). Every other staged or
+    /// unstaged change stays as it was. Runs the user's `pre-commit`, `commit-msg` and
+    /// `post-commit` hooks; a refusing hook leaves index and branch untouched.
+    fn commit_paths(&self, paths: &[&str], message: &str) -> Result<CommitId>;
+
+    /// Creates branch `name` at `commit`, refusing an existing one.
+    fn create_branch(&self, name: &str, commit: &CommitId) -> Result<()>;
+
+    /// Checks out branch `name`, updating work tree and index; refuses when local
+    /// changes would be overwritten, or when another checkout has the branch.
+    fn switch_branch(&self, name: &str) -> Result<()>;
+
+    /// Checks out `commit` detached, with the same safety as [`switch_branch`](Self::switch_branch).
+    fn checkout_detached(&self, commit: &CommitId) -> Result<()>;
+
+    /// Checks out `commit` on a parking branch `tether/<rev12>` (reused when it still
+    /// points there; `tether/<rev12>-2`, `-3`, ... when dataset commits moved it) and
+    /// returns the branch's name. Parking branches are never deleted by tether.
+    fn park(&self, commit: &CommitId) -> Result<String>;
+
+    /// Every checkout of the repository, the main one first.
+    fn worktrees(&self) -> Result<Vec<WorktreeInfo>>;
+
+    /// Adds a checkout at `path` (which must not exist or be empty) on existing branch
+    /// `branch`, as `git worktree add PATH BRANCH`.
+    fn add_worktree(&self, path: &Path, branch: &str) -> Result<WorktreeInfo>;
+
+    /// Removes the checkout at `path` and its administrative files, as `git worktree
+    /// remove`: a checkout with changes or untracked files is refused unless `force`; a
+    /// checkout whose directory is already gone is pruned.
+    fn remove_worktree(&self, path: &Path, force: bool) -> Result<()>;
+}
+
+/// Which adapter [`detect`] opens when a directory holds both `.jj` and `.git`
+/// (`[vcs] prefer` in `tether.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Prefer {
+    /// jj, the spec's default for colocated repositories.
+    #[default]
+    Jj,
+    /// git.
+    Git,
+}
+
+/// Finds the repository enclosing `start` (any subdirectory of a checkout) and opens its
+/// adapter, with the process environment as [`VcsEnv::from_process`] filters it.
+pub fn detect(start: &Path, prefer: Prefer) -> Result<Box<dyn Vcs>> {
+    detect_with_env(start, prefer, VcsEnv::from_process())
+}
+
+/// [`detect`] with an explicit environment (tests, and callers that already built one).
+pub fn detect_with_env(start: &Path, prefer: Prefer, env: VcsEnv) -> Result<Box<dyn Vcs>> {
+    let start =
+        std::path::absolute(start).map_err(|e| VcsError::io("resolving the start directory", e))?;
+    // The nearest directory holding `.jj` or `.git` decides; jj colocates `.git` next
+    // to `.jj`, which is where `prefer` applies.
+    for dir in start.ancestors() {
+        let has_jj = dir.join(".jj").is_dir();
+        let has_git = dir.join(".git").exists();
+        if has_jj && (!has_git || prefer == Prefer::Jj) {
+            // The jj adapter (CLI for writes, its git store for reads) slots in here.
+            return Err(VcsError::JjUnsupported {
+                root: dir.to_path_buf(),
+                colocated: has_git,
+            });
+        }
+        if has_git {
+            break;
+        }
+    }
+    // No `.git` found above is fine too: libgit2's discovery also honours
+    // GIT_CEILING_DIRECTORIES and gitfiles, and gives the real error.
+    Ok(Box::new(GitVcs::open_with_env(&start, env)?))
+}
+
+/// `git rev-parse --local-env-vars` (git 2.47), plus the `GIT_CONFIG_KEY_<n>` /
+/// `GIT_CONFIG_VALUE_<n>` pairs `GIT_CONFIG_COUNT` announces: what would point git at
+/// another repository or add configuration to it.
+pub const LOCAL_ENV_VARS: &[&str] = &[
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+];
+
+/// Whether `name` is one of the variables tether clears before any VCS work.
+pub fn is_local_env_var(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    LOCAL_ENV_VARS.contains(&name)
+        || name
+            .strip_prefix("GIT_CONFIG_KEY_")
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        || name
+            .strip_prefix("GIT_CONFIG_VALUE_")
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The environment the VCS adapter works in and hands to the hooks it runs: a snapshot
+/// of variables without [`LOCAL_ENV_VARS`]. Captured once, so the adapter never reads
+/// the process environment behind the engine's back, and tests can inject one without
+/// touching the process's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VcsEnv {
+    vars: BTreeMap<OsString, OsString>,
+}
+
+impl VcsEnv {
+    /// This process's environment, filtered.
+    pub fn from_process() -> Self {
+        Self::from_vars(std::env::vars_os())
+    }
+
+    /// The given variables, filtered.
+    pub fn from_vars<K: Into<OsString>, V: Into<OsString>>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let vars = vars
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .filter(|(k, _)| !is_local_env_var(k))
+            .collect();
+        VcsEnv { vars }
+    }
+
+    /// One variable, `None` when unset or not UTF-8.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(OsStr::new(name)).and_then(|v| v.to_str())
+    }
+
+    /// One variable as the OS gave it.
+    pub fn get_os(&self, name: &str) -> Option<&OsStr> {
+        self.vars.get(OsStr::new(name)).map(OsString::as_os_str)
+    }
+
+    /// Every variable, for a subprocess (`Command::env_clear().envs(env.vars())`).
+    pub fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.vars
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+}
+
+/// A git version, as `git --version` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GitVersion(pub u32, pub u32, pub u32);
+
+impl fmt::Display for GitVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// Refuses a git older than [`MIN_GIT_VERSION`]. Runs `exe --version` once per process
+/// and executable (cached, outcome included). An unparseable banner (a custom build)
+/// passes, as the spec's implementation did, and returns `None`.
+pub fn require_git_version(exe: &Path, env: &VcsEnv) -> Result<Option<GitVersion>> {
+    git::require_git_version(exe, env)
+}
+
+/// Normalizes a repository path given to the trait: relative, `/`-separated, no `.`
+/// or `..` segments, no trailing `/`. Refuses anything that could leave the checkout.
+pub fn normalize_path(path: &str) -> Result<String> {
+    let trimmed = path.trim_end_matches('/');
+    let bad = || VcsError::InvalidPath {
+        path: path.to_owned(),
+    };
+    if trimmed.is_empty()
+        || trimmed.starts_with('/')
+        || trimmed.contains('\\')
+        || trimmed.contains('\0')
+    {
+        return Err(bad());
+    }
+    let mut parts = Vec::new();
+    for seg in trimmed.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return Err(bad()),
+            s => parts.push(s),
+        }
+    }
+    if parts.is_empty() || parts[0] == ".git" {
+        return Err(bad());
+    }
+    Ok(parts.join("/"))
+}
+
+/// [`normalize_path`] for a directory prefix, where empty (or `.`) means everything.
+pub fn normalize_prefix(prefix: &str) -> Result<String> {
+    let p = prefix.trim_start_matches("./");
+    if p.is_empty() || p == "." || p == "/" {
+        return Ok(String::new());
+    }
+    normalize_path(p)
+}
+
+/// Whether `path` is `prefix` itself or under it (`prefix` normalized, empty = all).
+pub fn under_prefix(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || (path.len() > prefix.len()
+            && path.starts_with(prefix)
+            && path.as_bytes()[prefix.len()] == b'/')
+}
+
+/// Whether `name` is a `tether/<rev12>` parking branch (or a `-2`, `-3` sibling).
+pub fn is_parking_branch(name: &str) -> bool {
+    name.strip_prefix(PARKING_PREFIX).is_some_and(|rest| {
+        let (hex, suffix) = rest.split_once('-').unwrap_or((rest, "1"));
+        hex.len() == 12
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            && !suffix.is_empty()
+            && suffix.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// A version-control operation failed. Every message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum VcsError {
+    #[error(
+        "{} is not inside a git or jj repository: run `git init` (or `jj git init`) first, then `tether init`",
+        start.display()
+    )]
+    NotARepository { start: PathBuf },
+
+    #[error(
+        "{} is a bare git repository: tether needs a checkout with a working tree (`git clone` without `--bare`, or `git worktree add`)",
+        path.display()
+    )]
+    BareRepository { path: PathBuf },
+
+    #[error(
+        "{} is a jj repository{}, and this tether build has no jj adapter yet{}",
+        root.display(),
+        if *colocated { " colocated with git" } else { "" },
+        if *colocated { ": set `[vcs] prefer = \"git\"` in tether.toml to use its git side" } else { "" }
+    )]
+    JjUnsupported { root: PathBuf, colocated: bool },
+
+    #[error(
+        "unknown revision `{rev}`: name a commit id (or a unique prefix of one), a branch, a tag, or an expression such as `HEAD~2` ({detail})"
+    )]
+    UnknownRevision { rev: String, detail: String },
+
+    #[error(
+        "the repository has no commit yet: make a first commit (`tether commit`, or `git commit`) first"
+    )]
+    NoCommitYet,
+
+    #[error("no branch named `{name}` (`git branch` lists them)")]
+    UnknownBranch { name: String },
+
+    #[error(
+        "a branch named `{name}` already exists: pick another name, or join it instead of creating it"
+    )]
+    BranchExists { name: String },
+
+    #[error("`{name}` is not a valid git branch name")]
+    InvalidBranchName { name: String },
+
+    #[error("branch `{branch}` is checked out in another worktree, {}: switch that checkout to another branch first, or work there", path.display())]
+    BranchCheckedOut { branch: String, path: PathBuf },
+
+    #[error(
+        "`{path}` is not a path inside the checkout (relative, `/`-separated, no `..`, not under `.git`)"
+    )]
+    InvalidPath { path: String },
+
+    #[error("`{path}` is a directory, not a file tether can commit")]
+    NotAFile { path: String },
+
+    #[error("nothing to commit: {} {} already committed as they are", paths.join(", "), if paths.len() == 1 { "is" } else { "are" })]
+    NothingToCommit { paths: Vec<String> },
+
+    #[error("the commit message is empty (after the commit-msg hook): nothing was committed")]
+    EmptyMessage,
+
+    #[error(
+        "git needs your identity to commit ({missing} is not set): run `git config --global user.name \"Your Name\"` and `git config --global user.email you@example.com` (or without `--global`, for this repository only)"
+    )]
+    IdentityMissing { missing: &'static str },
+
+    #[error(
+        "{var}={value:?} is not a date git understands (use `@<unix-seconds> +0000`, RFC 2822 or ISO 8601)"
+    )]
+    InvalidDate { var: &'static str, value: String },
+
+    #[error("the {hook} hook refused the commit ({status}); nothing was committed and the index is as it was{}", if output.trim().is_empty() { String::new() } else { format!(". Its output:\n{}", output.trim_end()) })]
+    HookRefused {
+        hook: &'static str,
+        status: String,
+        output: String,
+    },
+
+    #[error("could not run the {hook} hook {}: {source} (make it executable with a valid `#!` line, or remove it)", path.display())]
+    HookFailed {
+        hook: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("{} exists: another git process seems to be running in this repository. If none is, remove that file and retry", path.display())]
+    IndexLocked { path: PathBuf },
+
+    #[error(
+        "the repository is in the middle of a {state} (`git status` says how to finish or abort it); finish it first"
+    )]
+    OperationInProgress { state: String },
+
+    #[error("checking out would overwrite local changes to {}: commit or stash them first", paths.join(", "))]
+    CheckoutConflict { paths: Vec<String> },
+
+    #[error("no worktree at {} (`git worktree list` shows them)", path.display())]
+    UnknownWorktree { path: PathBuf },
+
+    #[error("{} is the main worktree, which holds the repository itself; it cannot be removed", path.display())]
+    MainWorktree { path: PathBuf },
+
+    #[error("the worktree at {} is locked (`git worktree unlock` it first)", path.display())]
+    WorktreeLocked { path: PathBuf },
+
+    #[error("the worktree at {} has changes or untracked files ({}): commit or remove them, or force the removal", path.display(), paths.join(", "))]
+    WorktreeDirty { path: PathBuf, paths: Vec<String> },
+
+    #[error("{} already exists and is not empty: pick another path for the worktree", path.display())]
+    WorktreePathTaken { path: PathBuf },
+
+    #[error("git {found} ({}) is too old: tether needs git {}.{} or newer (for `safe.bareRepository`). Install a newer git, or point TETHER_GIT or `[vcs] git_path` in .tether/secrets.toml at one", exe.display(), MIN_GIT_VERSION.0, MIN_GIT_VERSION.1)]
+    GitTooOld { exe: PathBuf, found: GitVersion },
+
+    #[error("could not run `{} --version`: {detail}. Install git {}.{} or newer, or point TETHER_GIT or `[vcs] git_path` in .tether/secrets.toml at one", exe.display(), MIN_GIT_VERSION.0, MIN_GIT_VERSION.1)]
+    GitUnavailable { exe: PathBuf, detail: String },
+
+    #[error("git: {context}: {}", source.message())]
+    Git {
+        context: String,
+        source: git2::Error,
+    },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+impl VcsError {
+    pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> VcsError {
+        let context = context.into();
+        move |source| VcsError::Git { context, source }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> VcsError {
+        VcsError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalized_and_confined() {
+        assert_eq!(
+            normalize_path(".tether/objects/a.toml").unwrap(),
+            ".tether/objects/a.toml"
+        );
+        assert_eq!(normalize_path("./a//b/").unwrap(), "a/b");
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            ".git/config",
+            "a\\b",
+        ] {
+            assert!(normalize_path(bad).is_err(), "{bad}");
+        }
+        assert_eq!(normalize_prefix("").unwrap(), "");
+        assert_eq!(
+            normalize_prefix(".tether/objects/").unwrap(),
+            ".tether/objects"
+        );
+        assert!(under_prefix(".tether/objects/a.toml", ".tether"));
+        assert!(under_prefix(".tether", ".tether"));
+        assert!(!under_prefix(".tetherish", ".tether"));
+        assert!(under_prefix("x", ""));
+    }
+
+    #[test]
+    fn parking_branch_names() {
+        assert!(is_parking_branch("tether/0123456789ab"));
+        assert!(is_parking_branch("tether/0123456789ab-2"));
+        assert!(!is_parking_branch("tether/feature"));
+        assert!(!is_parking_branch("tether/0123456789AB"));
+        assert!(!is_parking_branch("main"));
+    }
+
+    #[test]
+    fn local_env_vars_are_dropped() {
+        let env = VcsEnv::from_vars([
+            ("GIT_DIR", "/elsewhere"),
+            ("GIT_INDEX_FILE", "/elsewhere/index"),
+            ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+            ("GIT_CONFIG_VALUE_0", "/x"),
+            ("GIT_CONFIG_GLOBAL", "/home/me/.gitconfig"),
+            ("GIT_AUTHOR_NAME", "Me"),
+            ("PATH", "/usr/bin"),
+        ]);
+        assert_eq!(env.get("GIT_DIR"), None);
+        assert_eq!(env.get("GIT_INDEX_FILE"), None);
+        assert_eq!(env.get("GIT_CONFIG_KEY_0"), None);
+        assert_eq!(env.get("GIT_CONFIG_VALUE_0"), None);
+        assert_eq!(env.get("GIT_CONFIG_GLOBAL"), Some("/home/me/.gitconfig"));
+        assert_eq!(env.get("GIT_AUTHOR_NAME"), Some("Me"));
+        assert_eq!(env.get("PATH"), Some("/usr/bin"));
+    }
+}
