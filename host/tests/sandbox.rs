@@ -1,0 +1,281 @@
+//! Hostile plugins are contained: each attack fails its own object with a
+//! clear error while a normal object's call in the same fan-out succeeds, and
+//! the plugin keeps working afterwards (a trapped store is dropped, the next
+//! call instantiates afresh).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tether::plugin::{BackendError, Plugin, PluginSource, Runtime, RuntimeConfig, fan_out};
+use tether_testkit::{cache_dir, first_party_plugin, test_plugin};
+
+const MEMORY_LIMIT: usize = 64 << 20;
+
+type Call = Pin<Box<dyn Future<Output = Result<Value, BackendError>> + Send>>;
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        cache_root: cache_dir(),
+        call_timeout: Duration::from_millis(1500),
+        memory_limit: MEMORY_LIMIT,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+struct Setup {
+    hostile: Arc<Plugin>,
+    memory: Arc<Plugin>,
+    memory_locator: Value,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn root(&self) -> String {
+        let root = self.dir.path().join("granted");
+        std::fs::create_dir_all(&root).unwrap();
+        root.to_str().unwrap().to_string()
+    }
+}
+
+async fn setup(rt: &Runtime) -> Setup {
+    let hostile = rt
+        .load_file(&test_plugin("hostile"))
+        .await
+        .expect("load hostile");
+    let memory = rt
+        .load_file(&first_party_plugin("tether_plugin_memory"))
+        .await
+        .expect("load memory");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scratch = dir.path().join("memory-store");
+    let harness = memory
+        .harness(scratch.to_str().unwrap(), &json!({}))
+        .expect("harness");
+    let memory_locator = harness.new_object().await.expect("new memory object");
+    Setup {
+        hostile,
+        memory,
+        memory_locator,
+        dir,
+    }
+}
+
+/// Run the attack beside a normal hostile object and a memory object in one
+/// fan-out; both of those must succeed. Returns the attack's error.
+async fn contained(s: &Setup, mut attack: Value) -> BackendError {
+    attack["root"] = json!(s.root());
+    let attacker = s.hostile.object(&attack, &json!({}));
+    let normal = s
+        .hostile
+        .object(&json!({"root": s.root(), "attack": "none"}), &json!({}));
+    let memory = s.memory.object(&s.memory_locator, &json!({}));
+    let calls: Vec<(&str, Call)> = vec![
+        (
+            "attacker",
+            Box::pin(async move { attacker.fingerprint(None).await }),
+        ),
+        (
+            "normal",
+            Box::pin(async move { normal.fingerprint(None).await }),
+        ),
+        (
+            "memory",
+            Box::pin(async move { memory.fingerprint(None).await }),
+        ),
+    ];
+    let mut results = fan_out(calls).await.results.into_iter();
+    let (_, attacked) = results.next().unwrap();
+    let (_, normal) = results.next().unwrap();
+    let (_, memory) = results.next().unwrap();
+    assert_eq!(
+        normal.expect("the normal object in the same fan-out"),
+        json!({"ok": true})
+    );
+    assert!(memory.expect("the memory object in the same fan-out")["snapshot_id"].is_string());
+    match attacked {
+        Ok(state) => panic!("the attack was not contained: {state}"),
+        Err(e) => e,
+    }
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn reading_a_host_file_outside_any_grant_is_refused() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let secret = s.dir.path().join("secret.txt");
+        std::fs::write(&secret, b"do not read").unwrap();
+        for path in ["/etc/passwd", secret.to_str().unwrap()] {
+            let err = contained(&s, json!({"attack": "read-host-file", "path": path})).await;
+            assert!(matches!(err, BackendError::Backend(_)), "{err:?}");
+            assert!(err.to_string().contains("refused"), "{err}");
+        }
+    });
+}
+
+#[test]
+fn opening_an_ungranted_storage_uri_is_denied() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let elsewhere = s.dir.path().join("not-granted");
+        for target in [
+            elsewhere.to_str().unwrap().to_string(),
+            "memory://someone-else".to_string(),
+        ] {
+            let err = contained(&s, json!({"attack": "open-ungranted", "target": target})).await;
+            assert!(matches!(err, BackendError::Denied(_)), "{err:?}");
+            assert!(
+                err.to_string().contains(&target),
+                "the error names the URI: {err}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_symlink_inside_a_granted_root_does_not_lead_out() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let outside = s.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"private").unwrap();
+        let root = s.root();
+        std::os::unix::fs::symlink(&outside, format!("{root}/link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), format!("{root}/file-link")).unwrap();
+        for key in ["link/secret", "file-link"] {
+            let err = contained(&s, json!({"attack": "symlink-escape", "key": key})).await;
+            assert!(!err.is_contained_fault(), "refused, not crashed: {err:?}");
+        }
+    });
+}
+
+#[test]
+fn an_endless_loop_is_stopped_at_the_deadline() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let err = contained(&s, json!({"attack": "loop"})).await;
+        assert!(matches!(err, BackendError::Deadline { .. }), "{err:?}");
+        assert!(err.to_string().contains("deadline"), "{err}");
+    });
+}
+
+#[test]
+fn allocating_past_the_memory_limit_is_stopped() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        match contained(&s, json!({"attack": "oom"})).await {
+            BackendError::MemoryLimit { limit, kind } => {
+                assert_eq!(limit, MEMORY_LIMIT as u64);
+                assert_eq!(kind, "hostile");
+            }
+            other => panic!("expected a memory-limit error, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_panic_is_reported_with_its_message_and_the_plugin_keeps_working() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        match contained(&s, json!({"attack": "panic"})).await {
+            BackendError::Crashed { kind, detail } => {
+                assert_eq!(kind, "hostile");
+                assert!(
+                    detail.contains("hostile plugin panicked on purpose"),
+                    "{detail}"
+                );
+            }
+            other => panic!("expected a crash, got {other:?}"),
+        }
+        // The trapped store was dropped; the same plugin answers the next call.
+        let again = s
+            .hostile
+            .object(&json!({"root": s.root(), "attack": "none"}), &json!({}));
+        assert_eq!(again.fingerprint(None).await.unwrap(), json!({"ok": true}));
+    });
+}
+
+#[test]
+fn a_second_runtime_on_the_same_cache_compiles_nothing() {
+    block_on(async {
+        let cache = tempfile::tempdir().unwrap();
+        let config = || RuntimeConfig {
+            cache_root: cache.path().to_path_buf(),
+            ..RuntimeConfig::default()
+        };
+        let wasm = std::fs::read(first_party_plugin("tether_plugin_memory")).unwrap();
+        let first = Runtime::new(config()).unwrap();
+        first
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (first.stats().compiled, first.stats().loaded_from_cache),
+            (1, 0)
+        );
+        let second = Runtime::new(config()).unwrap();
+        second
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (second.stats().compiled, second.stats().loaded_from_cache),
+            (0, 1)
+        );
+        // A cached file someone else could have written is never deserialized.
+        use std::os::unix::fs::PermissionsExt;
+        let cached = std::fs::read_dir(second.cache_dir())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let third = Runtime::new(config()).unwrap();
+        third
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(
+            (third.stats().compiled, third.stats().loaded_from_cache),
+            (1, 0)
+        );
+    });
+}
+
+#[test]
+fn a_core_module_or_garbage_is_not_a_plugin() {
+    block_on(async {
+        let rt = runtime();
+        for (bytes, what) in [
+            (&b"\0asm\x01\0\0\0"[..], "core module"),
+            (&b"hello"[..], "garbage"),
+        ] {
+            let err = rt
+                .load_bytes(bytes, PluginSource::BuiltIn)
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("not a WebAssembly component"),
+                "{what}: {err}"
+            );
+        }
+    });
+}
