@@ -1,7 +1,7 @@
 //! What a check works with: [`Ctx`] (the plugin, the scratch area, the
 //! capabilities under test), [`Sys`] (one system the harness made), and the
 //! small vocabulary checks use to say what went wrong ([`Problem`], [`Step`],
-//! [`fail!`], [`ensure!`]).
+//! `fail!`, `ensure!`).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -12,24 +12,10 @@ use sha2::{Digest, Sha256};
 use tether::model::canonical;
 use tether::plugin::{BackendError, HarnessClient, ObjectClient, PinRef, Plugin, Target};
 
-/// Why a check did not pass: it failed (with a one-line reason saying what was
-/// expected and what happened), or it could not apply to this plugin.
+/// Why a check did not pass: a one-line reason saying what was expected and
+/// what happened.
 #[derive(Debug)]
-pub(crate) enum Problem {
-    Fail(String),
-    // Kept for checks that find, at run time, that they do not apply (a
-    // harness that cannot produce what they need).
-    #[allow(dead_code)]
-    Skip(String),
-}
-
-impl Problem {
-    pub(crate) fn into_reason(self) -> String {
-        match self {
-            Problem::Fail(r) | Problem::Skip(r) => r,
-        }
-    }
-}
+pub(crate) struct Problem(pub(crate) String);
 
 /// What a check returns.
 pub(crate) type Outcome = Result<(), Problem>;
@@ -37,7 +23,7 @@ pub(crate) type Outcome = Result<(), Problem>;
 /// Fail the check with a formatted reason.
 macro_rules! fail {
     ($($arg:tt)*) => {
-        return Err($crate::context::Problem::Fail(format!($($arg)*)))
+        return Err($crate::context::Problem(format!($($arg)*)))
     };
 }
 
@@ -59,7 +45,7 @@ pub(crate) trait Step<T> {
 
 impl<T> Step<T> for Result<T, BackendError> {
     fn step(self, what: &str) -> Result<T, Problem> {
-        self.map_err(|e| Problem::Fail(format!("{what} failed: {}", describe_error(&e))))
+        self.map_err(|e| Problem(format!("{what} failed: {}", describe_error(&e))))
     }
 }
 

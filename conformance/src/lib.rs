@@ -247,18 +247,17 @@ async fn run_check(shared: Arc<Shared>, check: checks::Check, timeout: Duration)
     let task = tokio::spawn(tokio::time::timeout(timeout, (check.run)(ctx)));
     let outcome = match task.await {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(_elapsed)) => Err(Problem::Fail(format!(
+        Ok(Err(_elapsed)) => Err(Problem(format!(
             "the check did not finish within {timeout:?}"
         ))),
-        Err(join) => Err(Problem::Fail(format!(
+        Err(join) => Err(Problem(format!(
             "the check panicked: {}",
             panic_message(join)
         ))),
     };
     match outcome {
         Ok(()) => CheckResult::pass(check.name, check.capability),
-        Err(Problem::Fail(reason)) => CheckResult::fail(check.name, check.capability, reason),
-        Err(Problem::Skip(reason)) => CheckResult::skip(check.name, check.capability, reason),
+        Err(Problem(reason)) => CheckResult::fail(check.name, check.capability, reason),
     }
 }
 
@@ -277,7 +276,7 @@ fn panic_message(join: tokio::task::JoinError) -> String {
 /// descriptor's for a plugin that leaves `effective-capabilities` out.
 async fn effective_capabilities(shared: &Arc<Shared>) -> Result<Vec<String>, String> {
     let ctx = context::Ctx::new(shared.clone(), "harness.probe");
-    let sys = ctx.new_object().await.map_err(Problem::into_reason)?;
+    let sys = ctx.new_object().await.map_err(|p| p.0)?;
     match sys.effective_capabilities(&json!({})).await {
         Ok(caps) => Ok(caps),
         Err(BackendError::Capability(_)) => Ok(shared.capabilities.clone()),

@@ -50,6 +50,9 @@ struct Cli {
         default_value_t = 60.0
     )]
     call_timeout: f64,
+    /// How long one check may take in all, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    check_timeout: f64,
 }
 
 fn parse_capability(s: &str) -> Result<String, String> {
@@ -85,10 +88,15 @@ fn main() -> ExitCode {
 
 /// Whether every check passed.
 async fn run(cli: Cli) -> anyhow::Result<bool> {
-    anyhow::ensure!(
-        cli.call_timeout.is_finite() && cli.call_timeout > 0.0,
-        "--call-timeout must be a positive number of seconds"
-    );
+    for (flag, secs) in [
+        ("--call-timeout", cli.call_timeout),
+        ("--check-timeout", cli.check_timeout),
+    ] {
+        anyhow::ensure!(
+            secs.is_finite() && secs > 0.0,
+            "{flag} must be a positive number of seconds"
+        );
+    }
     let config = RuntimeConfig {
         call_timeout: Duration::from_secs_f64(cli.call_timeout),
         ..RuntimeConfig::default()
@@ -104,7 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         config: cli.config,
         dataset: cli.dataset,
         jobs: cli.jobs,
-        ..Options::default()
+        check_timeout: Duration::from_secs_f64(cli.check_timeout),
     };
 
     let json = cli.json;
