@@ -1,1 +1,612 @@
 //! The operation journal (`.tether/ops.jsonl`) and the repository indexes.
+//!
+//! The VCS records the manifests, but not which refs a `commit` created, which
+//! branches `new` forked or reset, or what `gc` deleted. The journal does, per
+//! checkout, so `undo` can reverse it, `repair` can finish it and `gc` can keep
+//! what an unfinished operation set out to create (spec 10, "Operation log").
+//!
+//! It is a journal in the database sense. [`Journal::begin`] appends a
+//! `started` record, holding the plan and what `undo` needs (`pre`), and syncs
+//! it *before returning*, so it is on disk before the caller's first side
+//! effect. [`OpHandle::progress`] appends and syncs one record per effect as it
+//! lands. [`OpHandle::finish`] appends the completion mark with the result. A
+//! process killed in between leaves a `started` entry with no mark: it reads
+//! back as INCOMPLETE, `undo` refuses it and `repair` names it. A crash loses
+//! at most the line being written ([`jsonl`]).
+//!
+//! Lines on disk, one JSON object each, told apart by `record`:
+//!
+//! - `{"record": "started", "id", "at", "command", "plan", "pre", "parent", "undoes"}`
+//! - `{"record": "progress", "op", "at", "detail"}`
+//! - `{"record": "done", "op", "at", "result", "pre"}` (`pre`: what `undo`
+//!   learnt while the op ran, merged over the started `pre`; may be absent)
+//! - `{"record": "undone", "op", "by", "at"}`
+//!
+//! Reading folds them into [`OpEntry`]s, the `tether ops --json` shape of spec
+//! 09. An `undo` names its target in its started record (`undoes`); completing
+//! the undo marks the target undone in the same append, so there is no state
+//! where the undo is done and its target still counts as undoable.
+//!
+//! Writers hold the checkout lock ([`crate::lock`]); the journal is not safe
+//! against two concurrent writers on its own.
+
+pub mod index;
+pub mod jsonl;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::plan::Plan;
+
+/// The journal's file name, under `.tether/`.
+pub const OPS_FILENAME: &str = "ops.jsonl";
+
+/// Commands `undo` always refuses (spec 09, "ops, undo, repair"): a `drop`'s
+/// steps are refused with it.
+pub const NOT_UNDOABLE: &[&str] = &[
+    "promote",
+    "repair",
+    "upgrade",
+    "abandon",
+    "drop",
+    "forget-workspace",
+];
+
+/// `.tether/ops.jsonl` under a dataset root.
+pub fn ops_path(root: &Path) -> PathBuf {
+    root.join(".tether").join(OPS_FILENAME)
+}
+
+/// Now, UTC, ISO 8601 with milliseconds.
+pub(crate) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OplogError {
+    #[error("operation log {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("no operation {id} in this checkout's log (`tether ops` lists them)")]
+    NotFound { id: String },
+
+    #[error("operation id {prefix} is ambiguous: it starts {}; give more of it", .matches.join(", "))]
+    Ambiguous {
+        prefix: String,
+        matches: Vec<String>,
+    },
+
+    #[error("nothing to undo: this checkout's log has no operation left to reverse")]
+    NothingToUndo,
+
+    #[error(
+        "operation {id} ({command}) is INCOMPLETE: it was interrupted, and what it did is not \
+         fully known, so it cannot be undone. `tether repair --dry-run` says how far it got; \
+         {rerun} finishes it"
+    )]
+    Incomplete {
+        id: String,
+        command: String,
+        /// The command line that finishes it.
+        rerun: String,
+    },
+
+    #[error(
+        "operation {id} ({command}) is a step of {parent}: a step is undone with its parent or \
+         not at all"
+    )]
+    StepOf {
+        id: String,
+        command: String,
+        parent: String,
+    },
+
+    #[error("operation {id} ({command}) cannot be undone by tether")]
+    NotUndoable { id: String, command: String },
+
+    #[error("operation {id} was already undone by {by}")]
+    AlreadyUndone { id: String, by: String },
+
+    #[error("operation {id} is an undo (of {undoes}); tether has no redo: run the command again")]
+    IsUndo { id: String, undoes: String },
+}
+
+impl OplogError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        OplogError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// One operation as read back: the `tether ops --json` row (spec 09).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpEntry {
+    /// 12 hex: 8 of the start time in Unix seconds, 4 random; sortable.
+    pub id: String,
+    /// When it started (UTC, ISO 8601).
+    pub at: String,
+    pub command: String,
+    /// The plan it applied (`None` for direct operations: pull, undo, add).
+    pub plan: Option<Value>,
+    /// What happened; `{}` until completion.
+    pub result: Value,
+    /// What `undo` needs: state before, VCS position, heads it replaced.
+    pub pre: Value,
+    /// For an `undo`, the operation it reversed.
+    pub undoes: Option<String>,
+    /// Set once an `undo` has reversed this operation.
+    pub undone_by: Option<String>,
+    /// `started` (INCOMPLETE in a log nobody is writing to) or `done`.
+    pub status: String,
+    /// The operation this one is a step of (a `drop`'s `new` and `gc`).
+    pub parent: Option<String>,
+    /// One record per effect that landed, in order.
+    pub progress: Vec<Value>,
+    /// Set by the engine when the dataset commit this operation made is gone
+    /// from VCS history; the journal cannot know.
+    #[serde(default)]
+    pub vcs_commit_gone: bool,
+}
+
+pub const STATUS_STARTED: &str = "started";
+pub const STATUS_DONE: &str = "done";
+
+impl OpEntry {
+    /// Started with no completion mark: interrupted (or running right now).
+    pub fn is_incomplete(&self) -> bool {
+        self.status == STATUS_STARTED
+    }
+
+    /// The dataset commit it recorded (`result.vcs_commit`), if any.
+    pub fn vcs_commit(&self) -> Option<&str> {
+        self.result.get("vcs_commit").and_then(Value::as_str)
+    }
+
+    /// The flags `tether ops` prints after an entry.
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(by) = &self.undone_by {
+            flags.push(format!("(undone by {by})"));
+        }
+        if self.vcs_commit_gone {
+            flags.push("(vcs commit gone)".to_string());
+        }
+        if let Some(parent) = &self.parent {
+            flags.push(format!("(step of {parent})"));
+        }
+        if self.is_incomplete() {
+            flags.push("INCOMPLETE".to_string());
+        }
+        flags
+    }
+
+    /// One `tether ops` line: id, time, command, what it did
+    /// (`result.summary` when the command recorded one; for an undo, what it
+    /// undid), then the flags.
+    pub fn render(&self) -> String {
+        let mut parts = vec![self.id.clone(), self.at.clone(), self.command.clone()];
+        if let Some(summary) = self.result.get("summary").and_then(Value::as_str) {
+            parts.push(summary.to_string());
+        } else if let Some(target) = &self.undoes {
+            parts.push(format!("undid {target}"));
+        }
+        parts.extend(self.flags());
+        parts.join("  ")
+    }
+}
+
+/// A fresh operation id: 8 hex of the Unix time in seconds, then 4 random hex.
+/// Ids sort by start time to the second; [`Journal::begin`] also keeps them
+/// increasing within one log.
+pub fn new_op_id() -> String {
+    let secs = chrono::Utc::now().timestamp().clamp(0, u32::MAX as i64) as u64;
+    let mut rnd = [0u8; 2];
+    // No entropy is no reason to refuse a command: the time still orders it,
+    // and `begin` makes the id unique within the log.
+    let _ = getrandom::fill(&mut rnd);
+    format!("{secs:08x}{}", hex::encode(rnd))
+}
+
+/// What [`Journal::start`] records in the `started` entry.
+#[derive(Clone, Debug, Default)]
+pub struct NewOp {
+    pub command: String,
+    pub plan: Option<Value>,
+    pub pre: Map<String, Value>,
+    pub parent: Option<String>,
+    pub undoes: Option<String>,
+}
+
+impl NewOp {
+    pub fn new(command: impl Into<String>) -> Self {
+        NewOp {
+            command: command.into(),
+            ..NewOp::default()
+        }
+    }
+
+    /// The plan being applied (recorded with its digest).
+    pub fn plan(mut self, plan: &Plan) -> Self {
+        self.plan = Some(plan.to_value());
+        self
+    }
+
+    /// A plan already in JSON form.
+    pub fn plan_json(mut self, plan: Value) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
+    /// What `undo` needs, known before the first effect.
+    pub fn pre(mut self, name: impl Into<String>, value: Value) -> Self {
+        self.pre.insert(name.into(), value);
+        self
+    }
+
+    /// The operation this is a step of.
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
+    }
+
+    /// For an `undo`: the operation it reverses.
+    pub fn undoes(mut self, target: impl Into<String>) -> Self {
+        self.undoes = Some(target.into());
+        self
+    }
+}
+
+/// A checkout's operation log.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    path: PathBuf,
+}
+
+/// A running operation. Dropping it without [`OpHandle::finish`] leaves the
+/// entry INCOMPLETE, which is what a crash leaves too: deliberate, since
+/// neither knows what the effects so far amount to.
+#[derive(Debug)]
+pub struct OpHandle {
+    path: PathBuf,
+    id: String,
+}
+
+impl Journal {
+    /// The journal at `path` (normally [`ops_path`]); nothing is read or
+    /// created until it is used.
+    pub fn open(path: impl Into<PathBuf>) -> Self {
+        Journal { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Start an operation: append its `started` record and sync it before
+    /// returning, so it lands before the caller's first side effect.
+    pub fn begin(
+        &self,
+        command: &str,
+        plan: Option<&Plan>,
+        parent: Option<&str>,
+    ) -> Result<OpHandle, OplogError> {
+        let mut op = NewOp::new(command);
+        if let Some(plan) = plan {
+            op = op.plan(plan);
+        }
+        if let Some(parent) = parent {
+            op = op.parent(parent);
+        }
+        self.start(op)
+    }
+
+    /// [`Journal::begin`] with everything a `started` record can hold.
+    pub fn start(&self, op: NewOp) -> Result<OpHandle, OplogError> {
+        let records = self.records()?;
+        let id = next_id(&records, new_op_id());
+        let record = json!({
+            "record": "started",
+            "id": id,
+            "at": now(),
+            "command": op.command,
+            "plan": op.plan,
+            "pre": op.pre,
+            "parent": op.parent,
+            "undoes": op.undoes,
+        });
+        self.append(&record)?;
+        Ok(OpHandle {
+            path: self.path.clone(),
+            id,
+        })
+    }
+
+    /// Record that `id` was reversed by `by` (for reversals not completed
+    /// through an undo entry's own completion, e.g. a drop's steps).
+    pub fn mark_undone(&self, id: &str, by: &str) -> Result<(), OplogError> {
+        self.append(&json!({"record": "undone", "op": id, "by": by, "at": now()}))
+    }
+
+    fn append(&self, record: &Value) -> Result<(), OplogError> {
+        if let Some(dir) = self.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| OplogError::io(&self.path, e))?;
+        }
+        jsonl::append(&self.path, record).map_err(|e| OplogError::io(&self.path, e))
+    }
+
+    fn records(&self) -> Result<Vec<Value>, OplogError> {
+        jsonl::read(&self.path).map_err(|e| OplogError::io(&self.path, e))
+    }
+
+    /// Every entry, oldest first (by start), with progress, completion and
+    /// undo marks applied. A missing log is empty; undecodable lines are
+    /// skipped.
+    pub fn entries(&self) -> Result<Vec<OpEntry>, OplogError> {
+        Ok(fold(self.records()?))
+    }
+
+    /// The newest `n` entries, newest first (`tether ops`).
+    pub fn list(&self, n: usize) -> Result<Vec<OpEntry>, OplogError> {
+        let mut entries = self.entries()?;
+        entries.reverse();
+        entries.truncate(n);
+        Ok(entries)
+    }
+
+    /// The entry with this id, or the one entry whose id starts with it.
+    pub fn get(&self, id: &str) -> Result<OpEntry, OplogError> {
+        find(self.entries()?, id)
+    }
+
+    /// Entries started and never completed: interrupted, unless a command is
+    /// running right now (it would hold the checkout lock).
+    pub fn incomplete(&self) -> Result<Vec<OpEntry>, OplogError> {
+        Ok(self
+            .entries()?
+            .into_iter()
+            .filter(OpEntry::is_incomplete)
+            .collect())
+    }
+
+    /// What `tether undo [ID]` would reverse, or why it refuses. Without an id:
+    /// the newest entry, skipping undos and what they reversed; a newest entry
+    /// that cannot be undone (a `drop` or one of its steps, an INCOMPLETE one)
+    /// is refused, not skipped. With an id: that entry, refused on the same
+    /// grounds. The caller reverses it, then records an undo through
+    /// [`NewOp::undoes`], whose completion marks the target undone.
+    pub fn undo_target(&self, id: Option<&str>) -> Result<OpEntry, OplogError> {
+        let entries = self.entries()?;
+        let entry = match id {
+            Some(id) => {
+                let entry = find(entries.clone(), id)?;
+                if let Some(undoes) = &entry.undoes
+                    && !entry.is_incomplete()
+                {
+                    return Err(OplogError::IsUndo {
+                        id: entry.id,
+                        undoes: undoes.clone(),
+                    });
+                }
+                if let Some(by) = &entry.undone_by {
+                    return Err(OplogError::AlreadyUndone {
+                        id: entry.id,
+                        by: by.clone(),
+                    });
+                }
+                if let Some(parent) = &entry.parent {
+                    return Err(OplogError::StepOf {
+                        id: entry.id.clone(),
+                        command: entry.command.clone(),
+                        parent: parent.clone(),
+                    });
+                }
+                entry
+            }
+            None => {
+                let newest = entries
+                    .iter()
+                    .rev()
+                    .find(|e| {
+                        let finished_undo = e.undoes.is_some() && !e.is_incomplete();
+                        !finished_undo && e.undone_by.is_none()
+                    })
+                    .ok_or(OplogError::NothingToUndo)?;
+                // A step stands for its parent: half of a drop cannot come back.
+                match &newest.parent {
+                    Some(parent) => entries
+                        .iter()
+                        .find(|e| &e.id == parent)
+                        .cloned()
+                        .unwrap_or_else(|| newest.clone()),
+                    None => newest.clone(),
+                }
+            }
+        };
+        if entry.is_incomplete() {
+            return Err(OplogError::Incomplete {
+                rerun: rerun_hint(&entry),
+                id: entry.id,
+                command: entry.command,
+            });
+        }
+        if NOT_UNDOABLE.contains(&entry.command.as_str()) || entry.parent.is_some() {
+            return Err(OplogError::NotUndoable {
+                id: entry.id,
+                command: entry.command,
+            });
+        }
+        Ok(entry)
+    }
+}
+
+impl OpHandle {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Record that one effect landed (a pin created, a branch forked), synced
+    /// before returning, so a re-run or `repair` knows it happened.
+    pub fn progress(&mut self, detail: Value) -> Result<(), OplogError> {
+        let record = json!({"record": "progress", "op": self.id, "at": now(), "detail": detail});
+        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))
+    }
+
+    /// Mark the operation complete with its result. Returns its id.
+    pub fn finish(self, result: Value) -> Result<String, OplogError> {
+        self.finish_with_pre(result, None)
+    }
+
+    /// [`OpHandle::finish`], also recording what `undo` learnt only while the
+    /// operation ran (the heads of branches it reset, say), merged over the
+    /// started record's `pre`.
+    pub fn finish_with_pre(self, result: Value, pre: Option<Value>) -> Result<String, OplogError> {
+        let mut record = json!({"record": "done", "op": self.id, "at": now(), "result": result});
+        if let Some(pre) = pre {
+            record["pre"] = pre;
+        }
+        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        Ok(self.id)
+    }
+}
+
+/// `candidate`, unless it would not sort after every id already in the log;
+/// then the last id plus one. Keeps ids unique and increasing per log even
+/// within one second or after the clock steps back.
+fn next_id(records: &[Value], candidate: String) -> String {
+    let last = records
+        .iter()
+        .filter(|r| r.get("record").and_then(Value::as_str) == Some("started"))
+        .filter_map(|r| r.get("id").and_then(Value::as_str))
+        .filter(|id| id.len() == 12)
+        .filter_map(|id| u64::from_str_radix(id, 16).ok())
+        .max();
+    match (last, u64::from_str_radix(&candidate, 16)) {
+        (Some(last), Ok(c)) if c <= last => format!("{:012x}", last + 1),
+        _ => candidate,
+    }
+}
+
+fn find(entries: Vec<OpEntry>, id: &str) -> Result<OpEntry, OplogError> {
+    let id = id.trim();
+    if let Some(e) = entries.iter().find(|e| e.id == id) {
+        return Ok(e.clone());
+    }
+    let matches: Vec<OpEntry> = if id.is_empty() {
+        Vec::new()
+    } else {
+        entries
+            .into_iter()
+            .filter(|e| e.id.starts_with(id))
+            .collect()
+    };
+    if matches.len() > 1 {
+        return Err(OplogError::Ambiguous {
+            prefix: id.into(),
+            matches: matches.into_iter().map(|e| e.id).collect(),
+        });
+    }
+    matches
+        .into_iter()
+        .next()
+        .ok_or_else(|| OplogError::NotFound { id: id.into() })
+}
+
+fn rerun_hint(entry: &OpEntry) -> String {
+    let bookmark = entry
+        .plan
+        .as_ref()
+        .and_then(|p| p.get("context"))
+        .and_then(|c| c.get("bookmark"))
+        .and_then(Value::as_str);
+    match (entry.command.as_str(), bookmark) {
+        ("drop", Some(b)) => format!("`tether drop {b} --no-dry-run`"),
+        ("drop", None) => "running the `tether drop` again".to_string(),
+        (cmd, _) => format!("running `tether {cmd}` again"),
+    }
+}
+
+/// Fold the journal's records into entries, oldest first.
+fn fold(records: Vec<Value>) -> Vec<OpEntry> {
+    let mut entries: Vec<OpEntry> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    // Marks for entries not (yet) seen are ignored: a started record lost to a
+    // torn line leaves nothing to attach them to.
+    for r in records {
+        let str_of = |name: &str| r.get(name).and_then(Value::as_str).map(str::to_string);
+        match r.get("record").and_then(Value::as_str) {
+            Some("started") => {
+                let Some(id) = str_of("id") else { continue };
+                let entry = OpEntry {
+                    id: id.clone(),
+                    at: str_of("at").unwrap_or_default(),
+                    command: str_of("command").unwrap_or_default(),
+                    plan: r.get("plan").filter(|p| !p.is_null()).cloned(),
+                    result: json!({}),
+                    pre: r.get("pre").cloned().unwrap_or_else(|| json!({})),
+                    undoes: str_of("undoes"),
+                    undone_by: None,
+                    status: STATUS_STARTED.into(),
+                    parent: str_of("parent"),
+                    progress: Vec::new(),
+                    vcs_commit_gone: false,
+                };
+                // A duplicate id (a hand-merged log) keeps the first entry.
+                if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(id) {
+                    slot.insert(entries.len());
+                    entries.push(entry);
+                }
+            }
+            Some("progress") => {
+                if let Some(&i) = str_of("op").and_then(|id| index.get(&id)) {
+                    entries[i]
+                        .progress
+                        .push(r.get("detail").cloned().unwrap_or(Value::Null));
+                }
+            }
+            Some("done") => {
+                let Some(&i) = str_of("op").and_then(|id| index.get(&id)) else {
+                    continue;
+                };
+                let entry = &mut entries[i];
+                entry.status = STATUS_DONE.into();
+                entry.result = r.get("result").cloned().unwrap_or_else(|| json!({}));
+                if let Some(Value::Object(more)) = r.get("pre")
+                    && let Value::Object(pre) = &mut entry.pre
+                {
+                    for (k, v) in more {
+                        pre.insert(k.clone(), v.clone());
+                    }
+                }
+                // The undo's completion is its target's undo mark.
+                if let Some(target) = entry.undoes.clone() {
+                    let by = entry.id.clone();
+                    if let Some(&t) = index.get(&target) {
+                        entries[t].undone_by = Some(by);
+                    }
+                }
+            }
+            Some("undone") => {
+                if let (Some(&i), Some(by)) =
+                    (str_of("op").and_then(|id| index.get(&id)), str_of("by"))
+                {
+                    entries[i].undone_by = Some(by);
+                }
+            }
+            _ => {}
+        }
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests;

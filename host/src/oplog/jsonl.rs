@@ -1,0 +1,207 @@
+//! Append-only JSON Lines with crash-tolerant reads, shared by the journal and
+//! the repository indexes.
+//!
+//! A writer appends one whole line in one `write` (O_APPEND) and syncs it before
+//! returning, so a record the caller was told about is on disk. A process killed
+//! mid-write can leave a torn last line with no newline; the next append then
+//! starts with a newline, so the fragment stays a fragment instead of
+//! swallowing the new record, and readers skip any line that does not decode.
+//! A crash thus loses at most the line being written.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Append `record` as one line to `path` (created if missing) and sync it.
+pub fn append(path: &Path, record: &Value) -> std::io::Result<()> {
+    append_line(path, &record.to_string())
+}
+
+/// Append several records in one write, then sync once.
+pub fn append_all(path: &Path, records: &[Value]) -> std::io::Result<()> {
+    if records.is_empty() {
+        return touch(path);
+    }
+    let text: Vec<String> = records.iter().map(Value::to_string).collect();
+    append_line(path, &text.join("\n"))
+}
+
+/// Create `path` empty when it is missing (and sync the directory entry).
+pub fn touch(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    if !existed {
+        file.sync_all()?;
+        sync_parent(path);
+    }
+    Ok(())
+}
+
+fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    debug_assert!(!line.ends_with('\n'));
+    let existed = path.exists();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut buf = String::with_capacity(line.len() + 2);
+    if !ends_with_newline(&mut file)? {
+        buf.push('\n');
+    }
+    buf.push_str(line);
+    buf.push('\n');
+    file.write_all(buf.as_bytes())?;
+    file.sync_data()?;
+    if !existed {
+        // A new file is durable only once its directory entry is.
+        sync_parent(path);
+    }
+    Ok(())
+}
+
+/// Whether the file is empty or its last byte is a newline.
+fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    // Reads follow the seek position; O_APPEND writes still go to the end.
+    file.seek(SeekFrom::Start(len - 1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+fn sync_parent(path: &Path) {
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Every decodable record of `path`, oldest first; a missing file is empty. A
+/// line that is not JSON (a torn append, a stray edit) is skipped with a
+/// warning: these files are memory aids, and a damaged line must never fail
+/// the command that happens to read one.
+pub fn read(path: &Path) -> std::io::Result<Vec<Value>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    let mut reader = BufReader::new(file);
+    let mut raw = Vec::new();
+    let mut number = 0usize;
+    loop {
+        raw.clear();
+        if reader.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        number += 1;
+        // Not `lines()`: a torn write may have cut a UTF-8 sequence in half.
+        let line = String::from_utf8_lossy(&raw);
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) => out.push(v),
+            Err(e) => tracing::warn!(
+                "{}: line {number} is not a record ({e}); skipped",
+                path.display()
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The records of `path` that decode as `T`, oldest first (others skipped).
+pub fn read_as<T: DeserializeOwned>(path: &Path) -> std::io::Result<Vec<T>> {
+    Ok(read(path)?
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect())
+}
+
+/// Replace the whole file with `records`, atomically (a temporary file in the
+/// same directory, synced, then renamed over it). For compaction; appends are
+/// the normal way in.
+pub fn rewrite(path: &Path, records: &[Value]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    for r in records {
+        writeln!(tmp, "{r}")?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_parent(path);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn appends_are_lines_and_missing_files_are_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        assert!(read(&path).unwrap().is_empty());
+        append(&path, &json!({"a": 1})).unwrap();
+        append_all(&path, &[json!({"a": 2}), json!({"a": 3})]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        assert_eq!(read(&path).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_torn_tail_is_skipped_and_the_next_record_starts_a_fresh_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        append(&path, &json!({"a": 1})).unwrap();
+        // A crash half-way through the next append.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"a\": 2, \"tor").unwrap();
+        drop(f);
+        assert_eq!(read(&path).unwrap(), vec![json!({"a": 1})]);
+
+        append(&path, &json!({"a": 3})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"a\": 2, \"tor\n{\"a\":3}\n");
+        assert_eq!(read(&path).unwrap(), vec![json!({"a": 1}), json!({"a": 3})]);
+
+        // A torn multi-byte character is skipped too.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[b'{', b'"', 0xC3]).unwrap();
+        drop(f);
+        append(&path, &json!({"a": "é"})).unwrap();
+        assert_eq!(read(&path).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn rewrite_replaces_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        append(&path, &json!({"a": 1})).unwrap();
+        rewrite(&path, &[json!({"b": 1})]).unwrap();
+        assert_eq!(read(&path).unwrap(), vec![json!({"b": 1})]);
+    }
+}

@@ -1,0 +1,334 @@
+use super::*;
+use std::io::Write;
+
+fn journal() -> (tempfile::TempDir, Journal) {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(ops_path(dir.path()));
+    (dir, j)
+}
+
+fn lines(j: &Journal) -> Vec<Value> {
+    std::fs::read_to_string(j.path())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn started_is_on_disk_before_begin_returns() {
+    let (_dir, j) = journal();
+    let mut plan = Plan::new("commit");
+    plan.note("db: unchanged");
+    let op = j
+        .start(
+            NewOp::new("commit")
+                .plan(&plan)
+                .pre("workspace", json!({"bookmark": "main"})),
+        )
+        .unwrap();
+    // Read the file itself, as a crash right now would leave it.
+    let on_disk = lines(&j);
+    assert_eq!(on_disk.len(), 1);
+    assert_eq!(on_disk[0]["record"], json!("started"));
+    assert_eq!(on_disk[0]["id"], json!(op.id()));
+    assert_eq!(on_disk[0]["command"], json!("commit"));
+    assert_eq!(on_disk[0]["plan"]["digest"], json!(plan.digest()));
+    assert_eq!(on_disk[0]["pre"]["workspace"]["bookmark"], json!("main"));
+    assert!(std::fs::read_to_string(j.path()).unwrap().ends_with('\n'));
+}
+
+#[test]
+fn progress_and_finish_complete_an_entry() {
+    let (_dir, j) = journal();
+    let mut op = j.begin("new", None, None).unwrap();
+    op.progress(json!({"action": "fork", "key": "db", "ref": "tether.ws.x.b"}))
+        .unwrap();
+    assert_eq!(lines(&j).len(), 2);
+    let id = op
+        .finish_with_pre(
+            json!({"summary": "forked db"}),
+            Some(json!({"reset_heads": {"db": "H0"}})),
+        )
+        .unwrap();
+    let e = j.get(&id).unwrap();
+    assert_eq!(e.status, "done");
+    assert!(!e.is_incomplete());
+    assert_eq!(
+        e.progress,
+        vec![json!({"action": "fork", "key": "db", "ref": "tether.ws.x.b"})]
+    );
+    assert_eq!(e.result["summary"], json!("forked db"));
+    assert_eq!(e.pre["reset_heads"]["db"], json!("H0"));
+    assert_eq!(e.plan, None);
+    assert!(e.flags().is_empty());
+}
+
+#[test]
+fn an_interrupted_op_reads_back_incomplete() {
+    let (_dir, j) = journal();
+    let done = j.begin("commit", None, None).unwrap();
+    let done_id = done.finish(json!({"vcs_commit": "c0ffee"})).unwrap();
+    let mut op = j.begin("gc", None, None).unwrap();
+    op.progress(json!({"action": "unpin", "pin": "p1"}))
+        .unwrap();
+    let id = op.id().to_string();
+    drop(op); // the process dies here
+
+    let incomplete = j.incomplete().unwrap();
+    assert_eq!(incomplete.len(), 1);
+    assert_eq!(incomplete[0].id, id);
+    assert_eq!(incomplete[0].progress.len(), 1);
+    assert_eq!(incomplete[0].flags(), vec!["INCOMPLETE".to_string()]);
+    assert!(incomplete[0].render().ends_with("  INCOMPLETE"));
+    assert_eq!(j.get(&done_id).unwrap().vcs_commit(), Some("c0ffee"));
+
+    let err = j.undo_target(None).unwrap_err();
+    assert!(matches!(err, OplogError::Incomplete { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("INCOMPLETE"), "{msg}");
+    assert!(msg.contains("tether repair --dry-run"), "{msg}");
+    assert!(msg.contains("`tether gc` again"), "{msg}");
+}
+
+#[test]
+fn a_torn_last_line_is_tolerated_and_the_next_entry_starts_fresh() {
+    let (_dir, j) = journal();
+    let first = j
+        .begin("commit", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    // A crash mid-append leaves half a line with no newline.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(j.path())
+        .unwrap();
+    f.write_all(br#"{"record":"started","id":"ffff"#).unwrap();
+    drop(f);
+    assert_eq!(j.entries().unwrap().len(), 1);
+
+    let second = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let text = std::fs::read_to_string(j.path()).unwrap();
+    let raw: Vec<&str> = text.lines().collect();
+    assert_eq!(raw.len(), 5, "{text}");
+    assert_eq!(raw[2], r#"{"record":"started","id":"ffff"#);
+    let ids: Vec<String> = j.entries().unwrap().into_iter().map(|e| e.id).collect();
+    assert_eq!(ids, vec![first, second]);
+}
+
+#[test]
+fn ids_are_twelve_hex_unique_and_increasing() {
+    let id = new_op_id();
+    assert_eq!(id.len(), 12);
+    assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
+
+    let (_dir, j) = journal();
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(
+            j.begin("add", None, None)
+                .unwrap()
+                .finish(json!({}))
+                .unwrap(),
+        );
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, ids);
+
+    // A clock behind the log still yields a later id.
+    let records = vec![json!({"record": "started", "id": "ffffffff0000"})];
+    assert_eq!(next_id(&records, "000000010000".into()), "ffffffff0001");
+    assert_eq!(next_id(&[], "000000010000".into()), "000000010000");
+}
+
+#[test]
+fn list_is_newest_first_with_flags() {
+    let (_dir, j) = journal();
+    let commit = j
+        .begin("commit", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let drop_op = j.begin("drop", None, None).unwrap();
+    let drop_id = drop_op.id().to_string();
+    let step = j
+        .begin("new", None, Some(&drop_id))
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    drop_op
+        .finish(json!({"summary": "dropped relabel"}))
+        .unwrap();
+    let new = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let undo = j
+        .start(NewOp::new("undo").undoes(&new))
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let pending = j.begin("gc", None, None).unwrap();
+
+    let list = j.list(10).unwrap();
+    let ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec![pending.id(), &undo, &new, &step, &drop_id, &commit]
+    );
+    assert_eq!(list[0].flags(), vec!["INCOMPLETE"]);
+    assert_eq!(list[1].undoes.as_deref(), Some(new.as_str()));
+    assert_eq!(list[2].flags(), vec![format!("(undone by {undo})")]);
+    assert_eq!(list[2].undone_by.as_deref(), Some(undo.as_str()));
+    assert_eq!(list[3].flags(), vec![format!("(step of {drop_id})")]);
+    assert!(
+        list[4].render().contains("  drop  dropped relabel"),
+        "{}",
+        list[4].render()
+    );
+    assert_eq!(j.list(2).unwrap().len(), 2);
+
+    let mut gone = list[5].clone();
+    gone.vcs_commit_gone = true;
+    assert_eq!(gone.flags(), vec!["(vcs commit gone)"]);
+
+    // The ops --json shape of spec 09.
+    let v = serde_json::to_value(&list[2]).unwrap();
+    let keys: std::collections::BTreeSet<&str> =
+        v.as_object().unwrap().keys().map(String::as_str).collect();
+    let want: std::collections::BTreeSet<&str> = [
+        "id",
+        "at",
+        "command",
+        "plan",
+        "result",
+        "pre",
+        "undoes",
+        "undone_by",
+        "status",
+        "parent",
+        "progress",
+        "vcs_commit_gone",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn an_unfinished_undo_does_not_mark_its_target() {
+    let (_dir, j) = journal();
+    let new = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let undo = j.start(NewOp::new("undo").undoes(&new)).unwrap();
+    assert_eq!(j.get(&new).unwrap().undone_by, None);
+    undo.finish(json!({})).unwrap();
+    assert!(j.get(&new).unwrap().undone_by.is_some());
+}
+
+#[test]
+fn undo_picks_the_newest_undoable_and_refuses_the_rest() {
+    let (_dir, j) = journal();
+    assert!(matches!(
+        j.undo_target(None).unwrap_err(),
+        OplogError::NothingToUndo
+    ));
+    let commit = j
+        .begin("commit", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let new = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    assert_eq!(j.undo_target(None).unwrap().id, new);
+
+    // Undos and what they reversed are skipped.
+    let undo = j
+        .start(NewOp::new("undo").undoes(&new))
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    assert_eq!(j.undo_target(None).unwrap().id, commit);
+    assert!(matches!(
+        j.undo_target(Some(&new)).unwrap_err(),
+        OplogError::AlreadyUndone { .. }
+    ));
+    assert!(matches!(
+        j.undo_target(Some(&undo)).unwrap_err(),
+        OplogError::IsUndo { .. }
+    ));
+
+    // A drop, and its steps, are refused rather than skipped.
+    let drop_op = j.begin("drop", None, None).unwrap();
+    let drop_id = drop_op.id().to_string();
+    let step = j
+        .begin("gc", None, Some(&drop_id))
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    drop_op.finish(json!({})).unwrap();
+    let err = j.undo_target(None).unwrap_err();
+    assert!(
+        matches!(err, OplogError::NotUndoable { ref command, .. } if command == "drop"),
+        "{err}"
+    );
+    let err = j.undo_target(Some(&step)).unwrap_err();
+    assert!(matches!(err, OplogError::StepOf { .. }), "{err}");
+    assert!(err.to_string().contains(&drop_id));
+
+    // An older entry by id (or a unique prefix of it).
+    assert_eq!(j.undo_target(Some(&commit)).unwrap().id, commit);
+    assert!(matches!(
+        j.get("zzzz").unwrap_err(),
+        OplogError::NotFound { .. }
+    ));
+}
+
+#[test]
+fn an_interrupted_drop_names_what_finishes_it() {
+    let (_dir, j) = journal();
+    let mut plan = Plan::new("drop");
+    plan.context.insert("bookmark".into(), json!("relabel"));
+    let op = j.begin("drop", Some(&plan), None).unwrap();
+    drop(op);
+    let msg = j.undo_target(None).unwrap_err().to_string();
+    assert!(msg.contains("`tether drop relabel --no-dry-run`"), "{msg}");
+}
+
+#[test]
+fn mark_undone_appends_a_mark() {
+    let (_dir, j) = journal();
+    let a = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    j.mark_undone(&a, "0123456789ab").unwrap();
+    assert_eq!(
+        j.get(&a).unwrap().undone_by.as_deref(),
+        Some("0123456789ab")
+    );
+    assert_eq!(lines(&j).last().unwrap()["record"], json!("undone"));
+}
+
+#[test]
+fn a_missing_log_is_empty() {
+    let (_dir, j) = journal();
+    assert!(j.entries().unwrap().is_empty());
+    assert!(j.list(5).unwrap().is_empty());
+    assert!(!j.path().exists());
+}
