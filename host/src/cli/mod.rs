@@ -1,8 +1,15 @@
 //! The command line: parse, call the engine, print. One file per command;
 //! `output` holds what every command shares (JSON vs text, errors, exit codes).
 
+mod add;
 mod backends;
+mod commit;
+mod init;
 mod output;
+mod remove;
+mod set;
+mod snapshot;
+mod status;
 
 use std::process::ExitCode;
 
@@ -23,8 +30,22 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Make a dataset of an existing git or jj repository.
+    Init(init::Args),
     /// List backend kinds with their maturity, tier, and capabilities.
     Backends(backends::Args),
+    /// Register an object (writes its manifest; contacts nothing).
+    Add(add::Args),
+    /// Change objects' policies in place.
+    Set(set::Args),
+    /// Unregister an object (deletes its manifest only).
+    Remove(remove::Args),
+    /// Each object's state against its manifest.
+    Status(status::Args),
+    /// Fingerprint objects now and cache their states.
+    Snapshot(snapshot::Args),
+    /// Pin mutable objects and record their state in the manifests, then commit them.
+    Commit(commit::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -48,7 +69,14 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Init(args) => init::run(args),
             Command::Backends(args) => backends::run(args).await,
+            Command::Add(args) => add::run(args).await,
+            Command::Set(args) => set::run(args),
+            Command::Remove(args) => remove::run(args),
+            Command::Status(args) => status::run(args).await,
+            Command::Snapshot(args) => snapshot::run(args).await,
+            Command::Commit(args) => commit::run(args).await,
         }
     });
     match result {

@@ -41,3 +41,18 @@ pub fn fail(e: &anyhow::Error) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(1)
 }
+
+/// How long ago an RFC 3339 timestamp was, in words (`3 minutes ago`).
+pub fn age(timestamp: &str) -> String {
+    let Ok(then) = crate::model::time::parse_timestamp(timestamp) else {
+        return "age unknown".into();
+    };
+    let secs = (chrono::Utc::now() - then).num_seconds().max(0);
+    let (n, unit) = match secs {
+        0..60 => (secs, "second"),
+        60..3600 => (secs / 60, "minute"),
+        3600..86400 => (secs / 3600, "hour"),
+        _ => (secs / 86400, "day"),
+    };
+    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+}

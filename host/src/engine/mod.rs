@@ -1,4 +1,17 @@
 //! The engine: what each command decides, one module per operation. The CLI
 //! calls in here and prints what comes back; nothing here prints.
 
+pub mod add;
 pub mod backends;
+mod checker;
+pub mod commit;
+pub mod error;
+pub mod init;
+pub mod remove;
+pub mod repo;
+pub mod set;
+pub mod snapshot;
+pub mod status;
+
+pub use error::{Result, TetherError};
+pub use repo::Repo;

@@ -49,6 +49,10 @@ pub mod verb {
     // commit, pull
     pub const PIN: &str = "pin";
     pub const RECORD: &str = "record";
+    /// `commit`: an Observed object's state, recorded unrecoverably.
+    pub const UNRECOVERABLE: &str = "unrecoverable";
+    /// `commit`: an object whose state equals its manifest's; nothing to do.
+    pub const UNCHANGED: &str = "unchanged";
     pub const VCS_COMMIT: &str = "vcs-commit";
     // new, restore, promote
     pub const FORK: &str = "fork";
@@ -101,6 +105,7 @@ pub mod verb {
 
     /// Verbs that write nothing: a plan holding only these is empty.
     pub const NON_WRITING: &[&str] = &[
+        UNCHANGED,
         TRUNK,
         DEFER_FORK,
         REUSE,

@@ -803,6 +803,24 @@ impl Vcs for GitVcs {
         }
     }
 
+    fn set_unborn_branch(&self, name: &str) -> Result<()> {
+        let repo = self.lock();
+        let refname = format!("refs/heads/{name}");
+        if !git2::Reference::is_valid_name(&refname) {
+            return Err(VcsError::InvalidBranchName {
+                name: name.to_owned(),
+            });
+        }
+        if repo.head().is_ok() {
+            return Err(VcsError::BranchExists {
+                name: name.to_owned(),
+            });
+        }
+        // libgit2 points HEAD at a branch that does not exist yet when asked to.
+        repo.set_head(&refname)
+            .map_err(VcsError::git(format!("pointing HEAD at {name}")))
+    }
+
     fn switch_branch(&self, name: &str) -> Result<()> {
         let repo = self.lock();
         let refname = format!("refs/heads/{name}");

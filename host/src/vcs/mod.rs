@@ -289,6 +289,11 @@ pub trait Vcs: Send + Sync + fmt::Debug {
 
     /// Checks out branch `name`, updating work tree and index; refuses when local
     /// changes would be overwritten, or when another checkout has the branch.
+    /// Point an unborn HEAD (no commit yet) at branch `name`, so the first
+    /// commit lands there: how `init` puts a fresh repository on the trunk.
+    /// Refused once HEAD has a commit.
+    fn set_unborn_branch(&self, name: &str) -> Result<()>;
+
     fn switch_branch(&self, name: &str) -> Result<()>;
 
     /// Checks out `commit` detached, with the same safety as [`switch_branch`](Self::switch_branch).

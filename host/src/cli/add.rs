@@ -1,0 +1,102 @@
+//! `tether add [KEY] [LOCATOR] --kind KIND [locator options] [--set k=v]...`.
+
+use anyhow::{Result, bail};
+
+use super::output::Exit;
+use crate::engine::Repo;
+use crate::engine::add::{self, AddRequest};
+use crate::model::{FileMode, PinMode};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// `[KEY] [LOCATOR]`: the key may be left out for path kinds (file,
+    /// icechunk, lance, delta, git), which derive it from the path.
+    #[arg(value_name = "KEY_OR_LOCATOR", num_args = 0..=2)]
+    positionals: Vec<String>,
+    /// The backend kind (`tether backends` lists them).
+    #[arg(long)]
+    kind: String,
+    /// The object's upstream branch (default main).
+    #[arg(long)]
+    branch: Option<String>,
+    /// The initial position the first commit pins instead of the branch head.
+    #[arg(long)]
+    at: Option<String>,
+    #[arg(long)]
+    project_id: Option<String>,
+    #[arg(long)]
+    database: Option<String>,
+    #[arg(long)]
+    role: Option<String>,
+    #[arg(long)]
+    remote: Option<String>,
+    #[arg(long)]
+    region: Option<String>,
+    #[arg(long)]
+    host: Option<String>,
+    #[arg(long)]
+    port: Option<String>,
+    #[arg(long)]
+    table: Option<String>,
+    /// Any other locator field (repeatable).
+    #[arg(long = "set", value_name = "K=V")]
+    set: Vec<String>,
+    /// immutable (default) or versioned.
+    #[arg(long, value_parser = ["immutable", "versioned"])]
+    file: Option<String>,
+    /// native (default) or record.
+    #[arg(long, value_parser = ["native", "record"])]
+    pin: Option<String>,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let cwd = std::env::current_dir()?;
+    let repo = Repo::find(&cwd)?;
+    let mut fields = Vec::new();
+    for (name, value) in [
+        ("branch", &args.branch),
+        ("project_id", &args.project_id),
+        ("database", &args.database),
+        ("role", &args.role),
+        ("remote", &args.remote),
+        ("region", &args.region),
+        ("host", &args.host),
+        ("port", &args.port),
+        ("table", &args.table),
+    ] {
+        if let Some(v) = value {
+            fields.push((name.to_string(), v.clone()));
+        }
+    }
+    for kv in &args.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--set takes KEY=VALUE, got {kv:?}");
+        };
+        fields.push((k.to_string(), v.to_string()));
+    }
+    let req = AddRequest {
+        positionals: args.positionals,
+        kind: args.kind,
+        fields,
+        at: args.at,
+        file: args
+            .file
+            .as_deref()
+            .map(str::parse::<FileMode>)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        pin: args
+            .pin
+            .as_deref()
+            .map(str::parse::<PinMode>)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        cwd,
+    };
+    let report = add::add(&repo, req).await?;
+    println!("added {} [{}]", report.key, report.kind);
+    if let Some(note) = report.note {
+        println!("note: {note}");
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,109 @@
+//! `tether commit [KEY...] -m MESSAGE [--no-vcs] [--strict] [--force]
+//! [--no-snapshot] [--dry-run | --plan FILE | --from-plan FILE]`.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use super::output::{Exit, print_json};
+use crate::engine::Repo;
+use crate::engine::commit::{self, CommitOptions, CommitReport};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Commit only these objects (exact keys or `prefix/`).
+    keys: Vec<String>,
+    /// VCS commit message (required unless --from-plan).
+    #[arg(short, long)]
+    message: Option<String>,
+    /// Write manifests but skip the VCS commit.
+    #[arg(long)]
+    no_vcs: bool,
+    /// Fail instead of recording Observed objects unrecoverably.
+    #[arg(long)]
+    strict: bool,
+    /// Skip quiescence checks.
+    #[arg(long)]
+    force: bool,
+    /// Commit the cached fingerprints as they are instead of fingerprinting first.
+    #[arg(long)]
+    no_snapshot: bool,
+    /// Show what would be pinned or recorded; write nothing.
+    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
+    dry_run: bool,
+    /// Write the plan to FILE (implies --dry-run).
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    plan: Option<PathBuf>,
+    /// Apply a plan saved with --plan instead of replanning.
+    #[arg(long, value_name = "PATH")]
+    from_plan: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    if let Some(path) = &args.from_plan {
+        let plan = commit::load_plan(path, &args.keys)?;
+        let report = commit::apply(&repo, &plan, args.message.as_deref()).await?;
+        print_report(&report, args.json)?;
+        return Ok(Exit::Ok);
+    }
+    let previewing = args.dry_run || args.plan.is_some();
+    if !previewing && !args.no_vcs && args.message.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        bail!("a commit message is required: `tether commit -m MESSAGE`");
+    }
+    let opts = CommitOptions {
+        keys: args.keys,
+        message: args.message.clone(),
+        no_vcs: args.no_vcs,
+        strict: args.strict,
+        force: args.force,
+        no_snapshot: args.no_snapshot,
+    };
+    let plan = commit::plan(&repo, &opts).await?;
+    if previewing {
+        if let Some(path) = &args.plan {
+            plan.save(path)?;
+        }
+        if args.json {
+            println!("{}", plan.to_json_pretty());
+        } else {
+            print!("{}", plan.render());
+            if let Some(path) = &args.plan {
+                println!(
+                    "plan saved to {}; apply it with `tether commit --from-plan {}`",
+                    path.display(),
+                    path.display()
+                );
+            }
+        }
+        return Ok(Exit::Ok);
+    }
+    let report = commit::apply(&repo, &plan, args.message.as_deref()).await?;
+    print_report(&report, args.json)?;
+    Ok(Exit::Ok)
+}
+
+fn print_report(r: &CommitReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    for (key, pin) in &r.pinned {
+        match pin {
+            Some(reference) => println!("pinned {key} -> {reference}"),
+            None if r.unrecoverable.contains(key) => println!("recorded {key} (not recoverable)"),
+            None => println!("recorded {key}"),
+        }
+    }
+    for key in &r.unchanged {
+        println!("unchanged {key}");
+    }
+    match &r.vcs_commit {
+        Some(c) => println!("committed {}", &c[..c.len().min(12)]),
+        None if r.pinned.is_empty() => println!("nothing to commit"),
+        None => println!("manifests written; no VCS commit (--no-vcs)"),
+    }
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! `tether set KEY... | --all [--file immutable|versioned] [--pin native|record]`.
+
+use anyhow::{Result, bail};
+
+use super::output::{Exit, print_json};
+use crate::engine::{Repo, set};
+use crate::model::{FileMode, PinMode};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Objects to change (exact keys or `prefix/`).
+    keys: Vec<String>,
+    /// Change every object.
+    #[arg(long, conflicts_with = "keys")]
+    all: bool,
+    #[arg(long, value_parser = ["immutable", "versioned"])]
+    file: Option<String>,
+    #[arg(long, value_parser = ["native", "record"])]
+    pin: Option<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<Exit> {
+    if args.keys.is_empty() && !args.all {
+        bail!("name the objects to change (KEY...), or pass --all");
+    }
+    if args.file.is_none() && args.pin.is_none() {
+        bail!("nothing to set: give --file and/or --pin");
+    }
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let file = args
+        .file
+        .as_deref()
+        .map(str::parse::<FileMode>)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let pin = args
+        .pin
+        .as_deref()
+        .map(str::parse::<PinMode>)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let report = set::set(&repo, &args.keys, file, pin)?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(Exit::Ok);
+    }
+    for (key, fields) in &report.changed {
+        for (field, change) in fields {
+            println!("set {key} {field}: {} -> {}", change.from, change.to);
+        }
+    }
+    for key in &report.unchanged {
+        println!("unchanged {key}");
+    }
+    Ok(Exit::Ok)
+}

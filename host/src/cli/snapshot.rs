@@ -1,0 +1,50 @@
+//! `tether snapshot [KEY...]`: fingerprint now and cache the states.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::output::{Exit, print_json};
+use crate::engine::{Repo, snapshot};
+use crate::model::key;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Objects to fingerprint (exact keys or `prefix/`); all when none.
+    keys: Vec<String>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let manifests = repo.manifests()?;
+    let keys = key::select_keys(&args.keys, manifests.keys().map(String::as_str))?;
+    let mut ws = repo.workspace()?;
+    let states = snapshot::snapshot(&repo, &mut ws, &manifests, &keys).await?;
+    let failed = states.values().any(Result::is_err);
+    if args.json {
+        let out: BTreeMap<&String, Value> = states
+            .iter()
+            .map(|(k, r)| {
+                (
+                    k,
+                    r.as_ref()
+                        .map(|s| Value::Object(s.clone()))
+                        .unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        print_json(&out)?;
+    }
+    for (k, r) in &states {
+        match r {
+            Ok(s) if !args.json => println!("{k} {}", crate::engine::commit::brief(s)),
+            Ok(_) => {}
+            Err(e) => eprintln!("error: {k}: {e}"),
+        }
+    }
+    Ok(if failed { Exit::Failed } else { Exit::Ok })
+}

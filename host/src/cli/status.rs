@@ -1,0 +1,84 @@
+//! `tether status [KEY...] [--snapshot | --no-snapshot]`.
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::Repo;
+use crate::engine::status::{self, SnapshotMode, StatusReport};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Objects to report (exact keys or `prefix/`); all when none.
+    keys: Vec<String>,
+    /// Fingerprint every object first.
+    #[arg(long, conflicts_with = "no_snapshot")]
+    snapshot: bool,
+    /// Show the cached snapshot, contacting nothing.
+    #[arg(long)]
+    no_snapshot: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let mode = if args.snapshot {
+        SnapshotMode::Fresh
+    } else if args.no_snapshot {
+        SnapshotMode::Cached
+    } else {
+        SnapshotMode::Default
+    };
+    let report = status::status(&repo, &args.keys, mode).await?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_human(&report);
+    }
+    Ok(if report.has_error() {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    })
+}
+
+fn print_human(r: &StatusReport) {
+    let mut header = format!("dataset {}", r.manifest_hash);
+    if r.stale {
+        header.push_str(&format!(" (STALE: {})", r.stale_keys.join(", ")));
+    }
+    match (&r.bookmark, r.trunk) {
+        (Some(b), true) => header.push_str(&format!("; on trunk bookmark {b}")),
+        (Some(b), false) => header.push_str(&format!("; on bookmark {b}")),
+        (None, _) => header.push_str("; on no bookmark: read-only"),
+    }
+    println!("{header}");
+    if !r.fresh
+        && let Some(at) = &r.snapshot_at
+    {
+        println!(
+            "snapshot from {at} ({}); `tether status --snapshot` refreshes",
+            super::output::age(at)
+        );
+    }
+    for w in &r.bookmark_drift {
+        println!("warning: {w}");
+    }
+    for o in &r.objects {
+        let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
+        if o.tier == "observed" {
+            line.push_str(" unrecoverable");
+        }
+        if o.origin.as_deref() == Some("created") {
+            line.push_str(" (created)");
+        }
+        if let Some(v) = &o.verify {
+            line.push_str(&format!(" verify={v}"));
+        }
+        println!("{line}");
+        if let Some(e) = &o.error {
+            eprintln!("error: {}: {e}", o.key);
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! `tether commit`: pin (or record) every changed object and commit the
+//! manifests.
+//!
+//! 1. Refuse when the working copy left its bookmark.
+//! 2. Plan: fingerprint the selected objects (or take the cached snapshot),
+//!    and per changed object decide `pin` (a native ref `tether.<pin_id>`),
+//!    `record` (Addressable, `pin = "record"`) or `unrecoverable` (Observed;
+//!    refused with `--strict`). Unchanged objects are skipped.
+//! 3. Apply: re-check the plan's preconditions, journal, create the pins,
+//!    write manifests and listings, and commit exactly those paths. A failure
+//!    after pins releases the pins this commit created and puts the manifests
+//!    back.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::checker::Checker;
+use super::error::{Result, TetherError};
+use super::repo::{Repo, content};
+use super::snapshot;
+use crate::model::{Manifest, Pin, ids, key, listing, manifest, time};
+use crate::oplog::{NewOp, index};
+use crate::plan::{Action, Plan, Precondition, Store, verb};
+use crate::plugin::{BackendError, PinRef, fan_out};
+
+use crate::plan::verb::{UNCHANGED, UNRECOVERABLE};
+
+#[derive(Debug, Clone, Default)]
+pub struct CommitOptions {
+    pub keys: Vec<String>,
+    pub message: Option<String>,
+    pub no_vcs: bool,
+    pub strict: bool,
+    pub force: bool,
+    pub no_snapshot: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct CommitReport {
+    pub vcs_commit: Option<String>,
+    /// Every changed object: its pin ref, or null when recorded.
+    pub pinned: BTreeMap<String, Option<String>>,
+    pub unrecoverable: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+/// Refuse a working copy that cannot commit: read-only, or off its bookmark.
+fn check_bookmark(repo: &Repo) -> Result<String> {
+    let ws = repo.workspace()?;
+    let Some(bookmark) = ws.bookmark else {
+        return Err(TetherError::Refused(
+            "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"
+                .into(),
+        ));
+    };
+    match repo.vcs.current_branch()? {
+        Some(b) if b == bookmark => Ok(bookmark),
+        other => Err(TetherError::Refused(format!(
+            "the VCS working copy has left bookmark {bookmark:?} (it is on {}): \
+             `git switch {bookmark}` or `tether new {bookmark} --keep` brings it back",
+            other
+                .map(|b| format!("{b:?}"))
+                .unwrap_or_else(|| "no branch".into())
+        ))),
+    }
+}
+
+/// Decide what commit would do.
+pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
+    let bookmark = check_bookmark(repo)?;
+    let manifests = repo.manifests()?;
+    let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
+    let mut ws = repo.workspace()?;
+    let states = if opts.no_snapshot {
+        let mut out = snapshot::Fingerprints::new();
+        for k in &keys {
+            let cached = snapshot::cached(&ws, k).unwrap_or_else(|| {
+                Err(
+                    "no cached snapshot: run `tether snapshot` or commit without --no-snapshot"
+                        .into(),
+                )
+            });
+            out.insert(k.clone(), cached);
+        }
+        out
+    } else {
+        snapshot::snapshot(repo, &mut ws, &manifests, &keys).await?
+    };
+    let failures: Vec<(String, BackendError)> = states
+        .iter()
+        .filter_map(|(k, r)| {
+            r.as_ref()
+                .err()
+                .map(|e| (k.clone(), BackendError::Other(e.clone())))
+        })
+        .collect();
+    if !failures.is_empty() {
+        return Err(crate::plugin::MultiObjectError { failures }.into());
+    }
+
+    let mut p = Plan::new("commit");
+    p.set_keys(&opts.keys);
+    p.context.insert("bookmark".into(), json!(bookmark));
+    p.context.insert("message".into(), json!(opts.message));
+    p.context.insert("no_vcs".into(), json!(opts.no_vcs));
+    p.require(Precondition::WorkspaceId {
+        expected: ws.workspace_id.clone(),
+    });
+    p.require(Precondition::WorkspaceBookmark {
+        expected: Some(bookmark),
+    });
+    p.require(Precondition::ManifestHash {
+        expected: manifest::manifest_hash(&manifests),
+    });
+
+    // Per object: identity and effective capabilities, concurrently.
+    let mut calls = Vec::new();
+    for k in &keys {
+        let m = manifests[k].clone();
+        let client = repo.client(&m).await?;
+        let policy = json!({"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()});
+        calls.push((k.clone(), async move {
+            let identity = client.identity().await?;
+            let caps = client.effective_capabilities(&policy).await?;
+            Ok((identity, caps))
+        }));
+    }
+    let facts = fan_out(calls).await.into_result()?;
+    let plugins = repo.plugins().await?;
+    for (k, (identity, caps)) in facts {
+        let m = &manifests[&k];
+        let descriptor = plugins[&m.kind].descriptor();
+        let state = states[&k].clone().expect("failures were refused above");
+        let mut caps = caps;
+        if m.policy.pin == crate::model::PinMode::Record {
+            caps.retain(|c| c != "PIN");
+        }
+        let has = |c: &str| caps.iter().any(|x| x == c);
+        let now = content(&state, descriptor);
+        let locator = Value::Object(m.locator.clone());
+        let working_ref = Repo::working_ref(&ws, &k).unwrap_or_default();
+        let unchanged = m
+            .state
+            .as_ref()
+            .is_some_and(|s| content(s, descriptor) == now)
+            && (m.pin.is_some() == has("PIN"))
+            && m.recoverable == (has("PIN") || has("ADDRESSABLE"));
+        let base = Action::new(verb::PIN, &k)
+            .with_kind(&m.kind)
+            .with_param("state", Value::Object(state.clone()))
+            .with_param("backend", json!(m.kind))
+            .with_param("locator", locator.clone())
+            .with_param("identity", identity.clone());
+        let action = if unchanged {
+            Action {
+                verb: UNCHANGED.into(),
+                ..base
+            }
+            .with_detail("unchanged")
+        } else if has("PIN") {
+            let pin_id = ids::pin_id(
+                repo.dataset_id(),
+                &m.kind,
+                &identity,
+                &Value::Object(now.clone()),
+            );
+            base.with_target(ids::ref_for_pin(&pin_id))
+                .with_param("pin_id", json!(pin_id))
+        } else if has("ADDRESSABLE") {
+            Action {
+                verb: verb::RECORD.into(),
+                ..base
+            }
+            .with_detail("recorded")
+        } else if opts.strict {
+            return Err(TetherError::Refused(format!(
+                "{k} is Observed: its state can be recorded but not read back; --strict refuses to commit it \
+                 unrecoverably (commit without --strict, or leave it out with KEY...)"
+            )));
+        } else {
+            Action {
+                verb: UNRECOVERABLE.into(),
+                ..base
+            }
+            .with_detail("recorded (not recoverable)")
+        };
+        let action = action.with_param("listing", json!(has("DIFF")));
+        if action.verb != UNCHANGED {
+            // The object must still be where the plan saw it when the plan applies.
+            p.require(Precondition::RefHead {
+                key: k.clone(),
+                store: Store::new(&m.kind, locator),
+                ref_name: working_ref,
+                expected: Value::Object(state),
+            });
+        }
+        p.push(action);
+    }
+    Ok(p)
+}
+
+/// Apply a commit plan (fresh, or loaded with `--from-plan`).
+pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<CommitReport> {
+    let no_vcs = plan
+        .context
+        .get("no_vcs")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let message = message.map(str::to_string).or_else(|| {
+        plan.context
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    if !no_vcs && message.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Err(TetherError::Refused(
+            "a commit message is required: `tether commit -m MESSAGE`".into(),
+        ));
+    }
+    let _locks = repo.lock()?;
+    plan.check_all(&mut Checker { repo })?;
+
+    let mut report = CommitReport::default();
+    let writes: Vec<&Action> = plan
+        .actions
+        .iter()
+        .filter(|a| a.verb != UNCHANGED)
+        .collect();
+    for a in plan.actions.iter().filter(|a| a.verb == UNCHANGED) {
+        report.unchanged.push(a.key.clone());
+    }
+    if writes.is_empty() {
+        return Ok(report);
+    }
+
+    let originals = repo.manifests()?;
+    let journal = repo.journal()?;
+    let mut op = journal.start(NewOp::new("commit").plan(plan))?;
+
+    // Pins first, concurrently; remember which ones this commit created.
+    let mut calls = Vec::new();
+    for a in writes.iter().filter(|a| a.verb == verb::PIN) {
+        let m = originals
+            .get(&a.key)
+            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
+        let client = repo.client(m).await?;
+        let state = a.params["state"].clone();
+        let pin_id = a.params["pin_id"].as_str().unwrap_or_default().to_string();
+        calls.push((
+            a.key.clone(),
+            async move { client.pin(&state, &pin_id).await },
+        ));
+    }
+    let mut pins: BTreeMap<String, PinRef> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for (k, r) in fan_out(calls).await.results {
+        match r {
+            Ok(pin) => {
+                op.progress(json!({"pinned": k, "ref": pin.ref_name, "created": pin.created}))?;
+                pins.insert(k, pin);
+            }
+            Err(e) => failures.push((k, e)),
+        }
+    }
+    if !failures.is_empty() {
+        rollback(repo, &originals, &pins, &originals).await;
+        op.finish(json!({"failed": failures.iter().map(|(k, e)| (k.clone(), e.to_string())).collect::<BTreeMap<_, _>>()}))?;
+        return Err(crate::plugin::MultiObjectError { failures }.into());
+    }
+
+    match write_and_commit(
+        repo,
+        plan,
+        &writes,
+        &pins,
+        &originals,
+        message.as_deref(),
+        no_vcs,
+        &mut report,
+    )
+    .await
+    {
+        Ok(()) => {
+            let pinned_index: Vec<index::PinnedPin> = pins
+                .iter()
+                .filter(|(_, p)| p.created)
+                .map(|(k, p)| {
+                    let a = writes
+                        .iter()
+                        .find(|a| &a.key == k)
+                        .expect("pinned objects come from actions");
+                    index::PinnedPin {
+                        dataset_id: repo.dataset_id().to_string(),
+                        pin_id: p.id.clone(),
+                        kind: a.kind.clone(),
+                        key: k.clone(),
+                        identity: a.params["identity"].clone(),
+                        ref_name: Some(p.ref_name.clone()),
+                        at: time::now_timestamp(),
+                    }
+                })
+                .collect();
+            if !pinned_index.is_empty() {
+                index::append_pinned(repo.vcs.shared_dir(), &pinned_index)?;
+            }
+            op.finish(json!(report))?;
+            Ok(report)
+        }
+        Err(e) => {
+            rollback(repo, &originals, &pins, &originals).await;
+            op.finish(json!({"failed": e.to_string(), "rolled_back": true}))?;
+            Err(e)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write_and_commit(
+    repo: &Repo,
+    plan: &Plan,
+    writes: &[&Action],
+    pins: &BTreeMap<String, PinRef>,
+    originals: &BTreeMap<String, Manifest>,
+    message: Option<&str>,
+    no_vcs: bool,
+    report: &mut CommitReport,
+) -> Result<()> {
+    let captured_at = time::now_timestamp();
+    let mut paths: Vec<String> = Vec::new();
+    let mut ws = repo.workspace()?;
+    let plugins = repo.plugins().await?;
+    for a in writes {
+        let mut m = originals[&a.key].clone();
+        let state = a.params["state"].as_object().cloned().unwrap_or_default();
+        let descriptor = plugins
+            .get(&m.kind)
+            .ok_or_else(|| TetherError::UnknownKind {
+                kind: m.kind.clone(),
+                known: String::new(),
+            })?
+            .descriptor();
+        m.state = Some(state.clone());
+        m.captured_at = Some(captured_at.clone());
+        match a.verb.as_str() {
+            verb::PIN => {
+                let pin = &pins[&a.key];
+                m.pin = Some(Pin {
+                    id: pin.id.clone(),
+                    r#ref: pin.ref_name.clone(),
+                    created: pin.created,
+                });
+                m.recoverable = true;
+                report
+                    .pinned
+                    .insert(a.key.clone(), Some(pin.ref_name.clone()));
+            }
+            verb::RECORD => {
+                let client = repo.client(&m).await?;
+                let addressable = client
+                    .state_addressable(&Value::Object(state.clone()))
+                    .await
+                    .map_err(|e| TetherError::backend(&a.key, e))?;
+                m.pin = None;
+                m.recoverable = addressable;
+                report.pinned.insert(a.key.clone(), None);
+                if !addressable {
+                    report.unrecoverable.push(a.key.clone());
+                }
+            }
+            _ => {
+                m.pin = None;
+                m.recoverable = false;
+                report.pinned.insert(a.key.clone(), None);
+                report.unrecoverable.push(a.key.clone());
+            }
+        }
+        if a.params
+            .get("listing")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            let client = repo.client(&m).await?;
+            let listed = client
+                .listing(&Value::Object(state.clone()))
+                .await
+                .map_err(|e| TetherError::backend(&a.key, e))?;
+            if let Some(text) = listed {
+                let name = ids::listing_name(
+                    &m.kind,
+                    &a.params["identity"],
+                    &Value::Object(content(&state, descriptor)),
+                );
+                listing::write_listing(&repo.layout.listings_dir(), &name, &text)?;
+                paths.push(
+                    repo.vcs_path(&listing::listing_path(&repo.layout.listings_dir(), &name)),
+                );
+            }
+        }
+        manifest::write_manifest(&repo.layout.objects_dir(), &a.key, &m)?;
+        paths.push(repo.vcs_path(&repo.layout.manifest_file(&a.key)));
+        ws.last_snapshot.insert(a.key.clone(), state);
+        ws.last_snapshot_errors.remove(&a.key);
+    }
+    repo.save_workspace(&ws)?;
+    if no_vcs {
+        return Ok(());
+    }
+    if plan.keys().is_none_or(|k| k.is_empty()) {
+        // A commit of everything also takes the dataset's other edits under
+        // .tether/ and tether.toml (removed objects, a changed config).
+        paths.extend(other_dataset_edits(repo)?);
+    }
+    paths.sort();
+    paths.dedup();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let commit = repo.vcs.commit_paths(&refs, message.unwrap_or_default())?;
+    report.vcs_commit = Some(commit.to_string());
+    Ok(())
+}
+
+/// Paths of dataset files that changed since HEAD, outside any one object's
+/// manifest: tether.toml, .tether/.gitignore, removed manifests.
+fn other_dataset_edits(repo: &Repo) -> Result<Vec<String>> {
+    let mut out = vec![
+        repo.vcs_path(&repo.layout.config_file()),
+        repo.vcs_path(&repo.layout.gitignore_file()),
+    ];
+    if let Some(head) = repo.vcs.head()? {
+        let prefix = repo.vcs_path(&repo.layout.objects_dir());
+        for path in repo.vcs.list_files(&head, &prefix)? {
+            if !repo.vcs.root().join(&path).exists() {
+                out.push(path);
+            }
+        }
+    }
+    for m in repo.manifests()?.keys() {
+        out.push(repo.vcs_path(&repo.layout.manifest_file(m)));
+    }
+    Ok(out
+        .into_iter()
+        .filter(|p| !p.is_empty() && (repo.vcs.root().join(p).exists() || is_tracked(repo, p)))
+        .collect())
+}
+
+fn is_tracked(repo: &Repo, path: &str) -> bool {
+    repo.vcs
+        .tracked(&[path])
+        .map(|t| !t.is_empty())
+        .unwrap_or(false)
+}
+
+/// Undo what a failed commit did: release the pins it created (never one it
+/// found, which belongs to the commit that made it) and put the manifests back.
+async fn rollback(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    pins: &BTreeMap<String, PinRef>,
+    originals: &BTreeMap<String, Manifest>,
+) {
+    for (k, pin) in pins.iter().filter(|(_, p)| p.created) {
+        let Some(m) = manifests.get(k) else { continue };
+        match repo.client(m).await {
+            Ok(client) => {
+                if let Err(e) = client.unpin(pin).await {
+                    tracing::error!(key = %k, pin = %pin.ref_name, "could not release a pin while rolling back: {e}");
+                }
+            }
+            Err(e) => tracing::error!(key = %k, "could not release a pin while rolling back: {e}"),
+        }
+    }
+    for (k, m) in originals {
+        if let Err(e) = manifest::write_manifest(&repo.layout.objects_dir(), k, m) {
+            tracing::error!(key = %k, "could not restore the manifest while rolling back: {e}");
+        }
+    }
+}
+
+/// Load a saved plan for `--from-plan`, refusing another command's plan.
+pub fn load_plan(path: &Path, keys: &[String]) -> Result<Plan> {
+    let plan = Plan::load(path)?;
+    if plan.command != "commit" {
+        return Err(TetherError::Refused(format!(
+            "{} is a plan for `tether {}`, not for commit",
+            path.display(),
+            plan.command
+        )));
+    }
+    if !keys.is_empty() {
+        plan.check_selection(keys)?;
+    }
+    Ok(plan)
+}
+
+/// For the CLI: a state as `k=v` pairs.
+pub fn brief(state: &Map<String, Value>) -> String {
+    state
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

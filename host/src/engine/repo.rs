@@ -1,0 +1,258 @@
+//! `Repo`: one dataset checkout, opened. It ties the files on disk (`model`),
+//! the VCS, and the plugin runtime together, and hands out backend clients
+//! for objects. Every command starts from `Repo::find`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::OnceCell;
+
+use super::error::{Result, TetherError};
+use crate::lock::{self, Locks};
+use crate::model::{Config, Layout, Manifest, Secrets, WorkspaceState, manifest};
+use crate::oplog::Journal;
+use crate::plugin::{Descriptor, ObjectClient, Plugin, Runtime, builtin};
+use crate::vcs::{self, Prefer, Vcs};
+
+/// The per-checkout files a clone must never bring along: a tracked copy
+/// could choose where writes go or which pins `gc` releases.
+pub const PER_CHECKOUT_FILES: [&str; 3] = [
+    ".tether/workspace.toml",
+    ".tether/ops.jsonl",
+    ".tether/secrets.toml",
+];
+
+/// An opened dataset checkout.
+pub struct Repo {
+    pub layout: Layout,
+    pub config: Config,
+    pub vcs: Box<dyn Vcs>,
+    secrets: Secrets,
+    runtime: Runtime,
+    plugins: OnceCell<BTreeMap<String, Arc<Plugin>>>,
+}
+
+impl std::fmt::Debug for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repo")
+            .field("root", &self.layout.root())
+            .field("dataset", &self.config.dataset_id)
+            .finish()
+    }
+}
+
+pub(crate) fn prefer(config: &Config) -> Prefer {
+    match config.vcs_prefer {
+        crate::model::config::VcsPrefer::Git => Prefer::Git,
+        crate::model::config::VcsPrefer::Jj => Prefer::Jj,
+    }
+}
+
+impl Repo {
+    /// Open the dataset that `start` is in (walking up to `tether.toml`).
+    pub fn find(start: &Path) -> Result<Repo> {
+        let layout = Layout::find(start)?;
+        let config = Config::read(&layout.config_file())?;
+        let vcs = vcs::detect(layout.root(), prefer(&config))?;
+        Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
+        let secrets = Secrets::read(&layout.secrets_file())?;
+        let runtime = Runtime::global()?;
+        Ok(Repo {
+            layout,
+            config,
+            vcs,
+            secrets,
+            runtime,
+            plugins: OnceCell::new(),
+        })
+    }
+
+    /// The security model: a clone that ships a per-checkout file is refused
+    /// before anything in it is read.
+    fn refuse_tracked_per_checkout_files(layout: &Layout, vcs: &dyn Vcs) -> Result<()> {
+        let prefix = relative_prefix(layout.root(), vcs.root());
+        let paths: Vec<String> = PER_CHECKOUT_FILES
+            .iter()
+            .map(|p| format!("{prefix}{p}"))
+            .collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let tracked = vcs.tracked(&refs)?;
+        if tracked.is_empty() {
+            return Ok(());
+        }
+        Err(TetherError::Refused(format!(
+            "{} {} tracked by the VCS; these files are per checkout and a clone must not bring them \
+             (they choose where writes go and which pins gc releases): untrack them with `git rm --cached {}` \
+             and commit, then run tether again",
+            tracked.join(", "),
+            if tracked.len() == 1 { "is" } else { "are" },
+            tracked.join(" "),
+        )))
+    }
+
+    pub fn root(&self) -> &Path {
+        self.layout.root()
+    }
+
+    pub fn dataset_id(&self) -> &str {
+        &self.config.dataset_id
+    }
+
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// A path of the dataset as the VCS names it (relative to the VCS root).
+    pub fn vcs_path(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(self.vcs.root()).unwrap_or(path);
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    /// The manifests of the working tree.
+    pub fn manifests(&self) -> Result<BTreeMap<String, Manifest>> {
+        Ok(manifest::read_all(&self.layout.objects_dir())?)
+    }
+
+    /// The manifests a commit recorded.
+    pub fn manifests_at(
+        &self,
+        commit: &crate::vcs::CommitId,
+    ) -> Result<BTreeMap<String, Manifest>> {
+        let prefix = self.vcs_path(&self.layout.objects_dir());
+        let mut out = BTreeMap::new();
+        for path in self.vcs.list_files(commit, &prefix)? {
+            let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
+                continue;
+            };
+            let Some(key) = rel.strip_suffix(".toml") else {
+                continue;
+            };
+            let Some(bytes) = self.vcs.read_file(commit, &path)? else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let m = Manifest::parse(&text, key, Path::new(&path))?;
+            out.insert(key.to_string(), m);
+        }
+        Ok(out)
+    }
+
+    pub fn manifest(&self, key: &str) -> Result<Manifest> {
+        let manifests = self.manifests()?;
+        manifests
+            .get(key)
+            .cloned()
+            .ok_or_else(|| TetherError::NoSuchObject {
+                key: key.to_string(),
+            })
+    }
+
+    pub fn workspace(&self) -> Result<WorkspaceState> {
+        Ok(WorkspaceState::read_or_new(&self.layout.workspace_file())?)
+    }
+
+    pub fn save_workspace(&self, ws: &WorkspaceState) -> Result<()> {
+        Ok(ws.write(&self.layout.workspace_file())?)
+    }
+
+    pub fn journal(&self) -> Result<Journal> {
+        Ok(Journal::open(self.layout.ops_file()))
+    }
+
+    /// Take the checkout lock and the repository lock (in that order).
+    pub fn lock(&self) -> Result<Locks> {
+        Ok(lock::lock_both(
+            &self.layout.dot_dir(),
+            self.vcs.shared_dir(),
+        )?)
+    }
+
+    /// Every plugin this tether can run, by kind.
+    pub async fn plugins(&self) -> Result<&BTreeMap<String, Arc<Plugin>>> {
+        self.plugins
+            .get_or_try_init(|| async {
+                let mut map = BTreeMap::new();
+                for p in builtin::load_all(&self.runtime).await? {
+                    map.insert(p.kind().to_string(), p);
+                }
+                Ok::<_, TetherError>(map)
+            })
+            .await
+    }
+
+    /// The plugin serving `kind`.
+    pub async fn plugin(&self, kind: &str) -> Result<Arc<Plugin>> {
+        let plugins = self.plugins().await?;
+        plugins
+            .get(kind)
+            .cloned()
+            .ok_or_else(|| TetherError::UnknownKind {
+                kind: kind.to_string(),
+                known: plugins.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The backend options a plugin is configured with for `kind`: the
+    /// committed `[backends.<kind>]` merged with secrets.toml's (which wins).
+    pub fn backend_config(&self, kind: &str) -> Value {
+        Value::Object(
+            self.secrets
+                .backend_options(kind, &self.config.backend_options(kind)),
+        )
+    }
+
+    /// A backend client for one object.
+    pub async fn client(&self, manifest: &Manifest) -> Result<ObjectClient> {
+        let plugin = self.plugin(&manifest.kind).await?;
+        Ok(self.client_for(&plugin, &Value::Object(manifest.locator.clone())))
+    }
+
+    pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
+        plugin.object(locator, &self.backend_config(plugin.kind()))
+    }
+
+    /// The capabilities of an object under its policy, as the host derives
+    /// them from the descriptor (`pin = "record"` drops PIN).
+    pub fn capabilities(descriptor: &Descriptor, manifest: &Manifest) -> Vec<String> {
+        let record = manifest.policy.pin == crate::model::PinMode::Record;
+        descriptor
+            .capabilities
+            .iter()
+            .filter(|c| !(record && c.as_str() == "PIN"))
+            .cloned()
+            .collect()
+    }
+
+    /// The working ref of `key` in this checkout (`None`: the base branch).
+    pub fn working_ref(ws: &WorkspaceState, key: &str) -> Option<String> {
+        ws.working_refs.get(key).cloned()
+    }
+
+    pub fn layout_path(&self, rel: &str) -> PathBuf {
+        self.layout.root().join(rel)
+    }
+}
+
+/// The dataset root relative to the VCS root, as a path prefix (`""` or `sub/`).
+fn relative_prefix(root: &Path, vcs_root: &Path) -> String {
+    match root.strip_prefix(vcs_root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => format!("{}/", rel.to_string_lossy()),
+        _ => String::new(),
+    }
+}
+
+/// Strip a state to its content keys (volatile keys removed).
+pub fn content(state: &Map<String, Value>, descriptor: &Descriptor) -> Map<String, Value> {
+    let volatile: Vec<&str> = descriptor
+        .volatile_keys
+        .iter()
+        .map(String::as_str)
+        .collect();
+    crate::model::ids::content_state(state, &volatile)
+}

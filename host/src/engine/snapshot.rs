@@ -1,0 +1,101 @@
+//! `tether snapshot` (and the snapshot step of `status` and `commit`):
+//! fingerprint objects at this checkout's working refs, concurrently, and
+//! cache the states (and failures) in `workspace.toml`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::error::{Result, TetherError};
+use super::repo::Repo;
+use crate::model::{Manifest, WorkspaceState, time, workspace::SnapshotError};
+use crate::plugin::{BackendError, fan_out};
+
+/// One object's fresh fingerprint, or why it failed.
+pub type Fingerprints = BTreeMap<String, std::result::Result<Map<String, Value>, String>>;
+
+/// Fingerprint the given objects concurrently at their working refs.
+pub async fn fingerprint(
+    repo: &Repo,
+    ws: &WorkspaceState,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+) -> Result<Fingerprints> {
+    let mut calls = Vec::new();
+    let mut out = Fingerprints::new();
+    for key in keys {
+        let m = &manifests[key];
+        match repo.client(m).await {
+            Ok(client) => {
+                let working_ref = Repo::working_ref(ws, key);
+                calls.push((key.clone(), async move {
+                    let state = client.fingerprint(working_ref.as_deref()).await?;
+                    match state {
+                        Value::Object(map) => Ok(map),
+                        other => Err(BackendError::Other(format!(
+                            "the backend returned a state that is not an object: {other}"
+                        ))),
+                    }
+                }));
+            }
+            // An unknown kind fails its object, not the whole status.
+            Err(e @ TetherError::UnknownKind { .. }) => {
+                out.insert(key.clone(), Err(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    for (key, result) in fan_out(calls).await.results {
+        out.insert(key, result.map_err(|e| e.to_string()));
+    }
+    Ok(out)
+}
+
+/// Fingerprint and store the results in the workspace's snapshot cache; the
+/// other objects' cached states stay as they were.
+pub async fn snapshot(
+    repo: &Repo,
+    ws: &mut WorkspaceState,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+) -> Result<Fingerprints> {
+    let states = fingerprint(repo, ws, manifests, keys).await?;
+    record(ws, &states);
+    repo.save_workspace(ws)?;
+    Ok(states)
+}
+
+/// Put fresh fingerprints into the snapshot cache.
+pub fn record(ws: &mut WorkspaceState, states: &Fingerprints) {
+    for (key, result) in states {
+        match result {
+            Ok(state) => {
+                ws.last_snapshot.insert(key.clone(), state.clone());
+                ws.last_snapshot_errors.remove(key);
+            }
+            Err(error) => {
+                ws.last_snapshot.remove(key);
+                let working_ref = ws.working_refs.get(key).cloned().unwrap_or_default();
+                ws.last_snapshot_errors.insert(
+                    key.clone(),
+                    SnapshotError {
+                        r#ref: working_ref,
+                        error: error.clone(),
+                    },
+                );
+            }
+        }
+    }
+    ws.last_snapshot_at = Some(time::now_timestamp());
+}
+
+/// The cached fingerprint of `key`, as the last snapshot left it.
+pub fn cached(
+    ws: &WorkspaceState,
+    key: &str,
+) -> Option<std::result::Result<Map<String, Value>, String>> {
+    if let Some(e) = ws.last_snapshot_errors.get(key) {
+        return Some(Err(e.error.clone()));
+    }
+    ws.last_snapshot.get(key).map(|s| Ok(s.clone()))
+}
