@@ -17,6 +17,7 @@ mod fanout;
 mod host;
 mod runtime;
 pub mod storage;
+pub mod tree;
 mod types;
 
 pub use cache::default_cache_root;

@@ -1,0 +1,754 @@
+//! Host side of the WIT `tree` capability (`wit/tree.wit`): a native walk of
+//! a granted local directory, `stat`, and sha256 of files with a stat cache.
+//!
+//! The `file` backend's state of a local directory is a digest over the
+//! sha256 of every file in it. Hashing is bulk byte work, so it never happens
+//! in the sandbox: the host walks the tree, hashes what its cache cannot vouch
+//! for (in parallel, on OS threads), and hands the plugin pages of entries.
+//! This module is plain Rust with no wasmtime types; `host.rs` is a thin layer
+//! over it, running each operation on a blocking thread.
+//!
+//! # Grants
+//!
+//! [`TreeGrants`] come from the locator keys the plugin's descriptor names as
+//! `tree-keys`: absolute local paths or `file://` URLs (anything else grants
+//! nothing). A request is allowed when its path, lexically normalised, *is* a
+//! granted path, or when its location (its parent directory resolved through
+//! symlinks, plus its own name) lies under a granted path resolved through
+//! symlinks. So `..` and directory symlinks cannot lead out of a grant, while
+//! the granted path itself may be a symlink (the locator names it). The last
+//! component is not followed for the check: a symlink the user placed inside a
+//! granted directory is part of the data, and the spec reads file symlinks
+//! through (only a size and a sha256 of the target ever cross the boundary).
+//!
+//! # Symlinks (spec/11 `file`, Notes)
+//!
+//! The host applies the *filesystem* half of the rules: the walk never
+//! descends into a symlinked directory, and for a symlink it reports
+//! `link-target` (the `readlink` text) and, when the link resolves to a
+//! regular file, the target's size, stat key and (when hashing) sha256. A
+//! dangling link, or one to a directory or anything else, has size 0 and no
+//! sha256. The plugin applies the *state* half: a link with a sha256 is a file
+//! read through, any other link is recorded by its target.
+//!
+//! # Order and pages
+//!
+//! Entries are ordered by their *key*: the relative path, plus a trailing `/`
+//! for a real directory. That is the order of a depth-first walk whose
+//! siblings are sorted the same way, so a directory's contents directly follow
+//! it and the order is total and stable. A page's `next` cursor is the key of
+//! its last entry. The first page of a walk walks (and hashes) the whole tree
+//! once and keeps it for the rest of the plugin call, so later pages are
+//! slices, not walks: a 100,000-file tree is read once however many pages it
+//! takes. A cursor from another call still works (the walk is redone and the
+//! cursor found by binary search).
+//!
+//! Skipped: the `.tether-owner` marker at the walk's root (a created store
+//! fingerprints as empty), `.tether-tmp-*` names anywhere (atomic writes in
+//! flight, see `storage`), and anything that is not a file, directory or
+//! symlink (a FIFO would block a reader). A name that is not UTF-8 cannot
+//! cross the boundary as a string and fails the walk with `invalid`.
+//!
+//! # The hash cache
+//!
+//! See [`cache`]: keyed per absolute path by `(size, mtime_ns, ctime_ns,
+//! inode)`, kept in the dataset's `.tether/cache/file-hashes.json` when the
+//! call names one, in memory (per process) otherwise; a file modified within
+//! two seconds of now is always re-read.
+
+mod cache;
+#[cfg(test)]
+mod tests;
+
+use std::fs::Metadata;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+use cache::{CacheHandle, StatKey};
+pub use cache::{HashStats, stats};
+
+/// The owner marker `create` writes at a store's root; the walk skips it.
+pub const OWNER_MARKER: &str = ".tether-owner";
+
+/// Prefix of in-flight atomic writes (storage and model); the walk skips it.
+const TMP_PREFIX: &str = ".tether-tmp-";
+
+/// Most entries one page holds, whatever `limit` asks for.
+pub const MAX_WALK_PAGE: u32 = 10_000;
+
+/// Why a tree call failed; mirrors WIT `tree-error`. Messages name the path,
+/// since they are all the plugin sees.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// The path is not granted to this call.
+    #[error("path access denied: {0}")]
+    Denied(String),
+    /// The path does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A malformed request (a relative path, a zero page size, ...) or an
+    /// entry of the wrong kind.
+    #[error("invalid tree request: {0}")]
+    Invalid(String),
+    /// The filesystem failed.
+    #[error("tree I/O error: {0}")]
+    Io(String),
+}
+
+fn io_error(what: &str, path: &Path, e: &io::Error) -> TreeError {
+    let msg = format!("{what} {}: {e}", path.display());
+    if e.kind() == io::ErrorKind::NotFound {
+        TreeError::NotFound(msg)
+    } else {
+        TreeError::Io(msg)
+    }
+}
+
+/// What an entry is. Special files are never reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One walked (or stat'ed) entry; mirrors WIT `entry`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Relative to the walk's root, `/`-separated; for `stat`, the path asked.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Bytes: the file's, a file symlink's target's; 0 for directories and
+    /// other symlinks.
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub inode: u64,
+    /// `readlink` of a symlink.
+    pub link_target: Option<String>,
+    /// Lowercase hex sha256 of the content (a file symlink's target's), when
+    /// hashing was asked for.
+    pub sha256: Option<String>,
+}
+
+impl Entry {
+    /// The sort key: the path, with `/` appended for a real directory.
+    fn key(&self) -> String {
+        if self.kind == EntryKind::Dir {
+            format!("{}/", self.path)
+        } else {
+            self.path.clone()
+        }
+    }
+
+    fn stat_key(&self) -> StatKey {
+        StatKey {
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            inode: self.inode,
+        }
+    }
+}
+
+/// One page of a walk; pass `next` back as the cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WalkPage {
+    pub entries: Vec<Entry>,
+    pub next: Option<String>,
+}
+
+/// How to walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkOptions {
+    /// Fill in `sha256` of files and file symlinks.
+    pub hash: bool,
+    /// The `next` of the previous page; `None` for the first.
+    pub cursor: Option<String>,
+    /// Entries per page, at most [`MAX_WALK_PAGE`].
+    pub limit: u32,
+}
+
+/// A granted path: as the locator spelled it (normalised) and resolved.
+#[derive(Debug, Clone)]
+struct Grant {
+    lexical: PathBuf,
+    real: PathBuf,
+}
+
+/// The local paths one plugin call may walk, stat and hash.
+#[derive(Debug, Clone, Default)]
+pub struct TreeGrants {
+    granted: Vec<Grant>,
+}
+
+impl TreeGrants {
+    /// Grants from locator values. A value that is not an absolute local path
+    /// or `file://` URL (relative, `s3://...`) grants nothing.
+    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
+        let granted = paths
+            .into_iter()
+            .filter_map(|p| normalise(&p).ok())
+            .map(|lexical| Grant {
+                real: resolve(&lexical),
+                lexical,
+            })
+            .collect();
+        Self { granted }
+    }
+
+    /// Whether nothing is granted.
+    pub fn is_empty(&self) -> bool {
+        self.granted.is_empty()
+    }
+
+    /// Normalise `path` and check it is granted (module docs); the normalised
+    /// path to operate on.
+    pub fn check(&self, path: &str) -> Result<PathBuf, TreeError> {
+        self.check_with(path, locate)
+    }
+
+    /// Like [`check`](Self::check), but judging the path with its last
+    /// component resolved too: for a walk, which follows a symlink at its
+    /// root, so a directory symlink inside a grant cannot be walked through.
+    pub fn check_resolved(&self, path: &str) -> Result<PathBuf, TreeError> {
+        self.check_with(path, resolve)
+    }
+
+    fn check_with(
+        &self,
+        path: &str,
+        locate: impl Fn(&Path) -> PathBuf,
+    ) -> Result<PathBuf, TreeError> {
+        let lexical = normalise(path)?;
+        if self.granted.iter().any(|g| g.lexical == lexical) {
+            return Ok(lexical);
+        }
+        let located = locate(&lexical);
+        if self.granted.iter().any(|g| located.starts_with(&g.real)) {
+            return Ok(lexical);
+        }
+        let shown = if located.as_os_str() == path {
+            format!("{path:?}")
+        } else {
+            format!("{path:?} (resolved: {:?})", located.display().to_string())
+        };
+        Err(TreeError::Denied(format!(
+            "local path {shown} is not granted to this call: the object's locator does not name it"
+        )))
+    }
+}
+
+/// An absolute local path or `file://` URL with `.`, `..`, doubled and
+/// trailing slashes resolved lexically (POSIX: `..` at `/` stays at `/`).
+pub fn normalise(path: &str) -> Result<PathBuf, TreeError> {
+    if path.contains('\0') {
+        return Err(TreeError::Invalid(format!(
+            "path {path:?} contains a NUL byte"
+        )));
+    }
+    let raw = if let Some(rest) = path.strip_prefix("file://") {
+        // `file:///p` and `file://localhost/p` name the local path `/p`.
+        rest.strip_prefix("localhost").unwrap_or(rest)
+    } else if let Some((scheme, _)) = path.split_once("://") {
+        return Err(TreeError::Invalid(format!(
+            "{path:?} is a {scheme}:// URI, not a local path"
+        )));
+    } else {
+        path
+    };
+    if !raw.starts_with('/') {
+        return Err(TreeError::Invalid(format!(
+            "path {path:?} is relative; local paths must be absolute"
+        )));
+    }
+    let mut out = PathBuf::from("/");
+    for c in Path::new(raw).components() {
+        match c {
+            Component::Normal(s) => out.push(s),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `path` with every symlink resolved; a missing tail is appended as is, so a
+/// path that does not exist yet still resolves (a store `create` will make).
+pub fn resolve(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path.to_path_buf();
+    loop {
+        match std::fs::canonicalize(&existing) {
+            Ok(mut real) => {
+                for name in missing.iter().rev() {
+                    real.push(name);
+                }
+                return real;
+            }
+            Err(_) => match (existing.file_name(), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    missing.push(name.to_os_string());
+                    existing = parent.to_path_buf();
+                }
+                _ => return path.to_path_buf(),
+            },
+        }
+    }
+}
+
+/// Where an entry lives: its parent resolved, plus its own name unresolved.
+fn locate(path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve(parent).join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(unix)]
+fn times(md: &Metadata) -> (i64, i64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    (
+        ns(md.mtime(), md.mtime_nsec()),
+        ns(md.ctime(), md.ctime_nsec()),
+        md.ino(),
+    )
+}
+
+#[cfg(not(unix))]
+fn times(md: &Metadata) -> (i64, i64, u64) {
+    // No ctime or inode here: the key degrades to (size, mtime).
+    let mtime = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    (mtime, 0, 0)
+}
+
+/// Describe the entry at `abs` from its `lstat` metadata, as the walk reports
+/// it (module docs, Symlinks). `None` for special files.
+fn describe(abs: &Path, path: String, lmd: &Metadata) -> Result<Option<Entry>, TreeError> {
+    let ft = lmd.file_type();
+    let (kind, md, link_target) = if ft.is_symlink() {
+        let target = std::fs::read_link(abs).map_err(|e| io_error("readlink", abs, &e))?;
+        let target = target.to_str().map(str::to_string).ok_or_else(|| {
+            TreeError::Invalid(format!(
+                "symlink {} has a target that is not UTF-8",
+                abs.display()
+            ))
+        })?;
+        // Read through to a regular file; anything else is recorded by target.
+        let followed = std::fs::metadata(abs).ok().filter(Metadata::is_file);
+        (EntryKind::Symlink, followed, Some(target))
+    } else if ft.is_file() {
+        (EntryKind::File, Some(lmd.clone()), None)
+    } else if ft.is_dir() {
+        (EntryKind::Dir, None, None)
+    } else {
+        return Ok(None);
+    };
+    let entry = match md {
+        Some(md) => {
+            let (mtime_ns, ctime_ns, inode) = times(&md);
+            Entry {
+                path,
+                kind,
+                size: md.len(),
+                mtime_ns,
+                ctime_ns,
+                inode,
+                link_target,
+                sha256: None,
+            }
+        }
+        None => {
+            let (mtime_ns, ctime_ns, inode) = times(lmd);
+            Entry {
+                path,
+                kind,
+                size: 0,
+                mtime_ns,
+                ctime_ns,
+                inode,
+                link_target,
+                sha256: None,
+            }
+        }
+    };
+    Ok(Some(entry))
+}
+
+/// Every entry under `root` (a real directory), in key order.
+fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
+    let mut out = Vec::new();
+    walk_dir(root, root, "", &mut out)?;
+    Ok(out)
+}
+
+fn walk_dir(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError> {
+    let reader = std::fs::read_dir(dir).map_err(|e| io_error("cannot read directory", dir, &e))?;
+    let mut children: Vec<(String, bool)> = Vec::new();
+    for item in reader {
+        let item = item.map_err(|e| io_error("cannot read directory", dir, &e))?;
+        let name = item.file_name().into_string().map_err(|raw| {
+            TreeError::Invalid(format!("{}: the name {raw:?} is not UTF-8", dir.display()))
+        })?;
+        if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
+            continue;
+        }
+        // `file_type` comes from the directory entry: no stat, no following.
+        let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
+        children.push((name, is_dir));
+    }
+    children.sort_by(|a, b| sort_name(&a.0, a.1).cmp(&sort_name(&b.0, b.1)));
+    for (name, _) in children {
+        let abs = dir.join(&name);
+        let path = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        let lmd = match std::fs::symlink_metadata(&abs) {
+            Ok(md) => md,
+            // Deleted since the listing: it is simply not there any more.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_error("cannot stat", &abs, &e)),
+        };
+        let Some(entry) = describe(&abs, path, &lmd)? else {
+            continue;
+        };
+        let descend = entry.kind == EntryKind::Dir;
+        let rel_child = entry.path.clone();
+        out.push(entry);
+        if descend {
+            walk_dir(root, &abs, &rel_child, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Siblings sort by name, a directory's as `name/` (module docs, Order).
+fn sort_name(name: &str, is_dir: bool) -> std::borrow::Cow<'_, str> {
+    if is_dir {
+        format!("{name}/").into()
+    } else {
+        name.into()
+    }
+}
+
+/// SHA-256 of a file's content (following a final symlink), lowercase hex.
+fn hash_file(path: &Path) -> io::Result<(String, u64)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        hasher.update(&buf[..n]);
+    }
+    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Hash `paths` on up to `available_parallelism` scoped threads, one file per
+/// thread at a time; results in input order.
+fn hash_parallel(paths: &[PathBuf]) -> Vec<io::Result<(String, u64)>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(paths.len());
+    if threads <= 1 {
+        return paths.iter().map(|p| hash_file(p)).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<io::Result<(String, u64)>>> = Vec::new();
+    results.resize_with(paths.len(), || None);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(path) = paths.get(i) else { break };
+                        done.push((i, hash_file(path)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A panic while hashing is a bug; surface it as an I/O error below.
+            if let Ok(done) = worker.join() {
+                for (i, r) in done {
+                    results[i] = Some(r);
+                }
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("hashing thread panicked"))))
+        .collect()
+}
+
+/// A whole walk, kept for the rest of the call so later pages are slices.
+#[derive(Debug)]
+struct WalkSession {
+    root: PathBuf,
+    hash: bool,
+    entries: Vec<Entry>,
+}
+
+/// Everything the `tree` capability can do for one plugin call: its grants,
+/// its hash cache, and the walk it is paging through. Cheap to clone (each
+/// operation runs on a blocking thread with a clone).
+#[derive(Debug, Clone, Default)]
+pub struct Tree {
+    inner: Arc<TreeInner>,
+}
+
+#[derive(Debug, Default)]
+struct TreeInner {
+    grants: TreeGrants,
+    cache: Option<PathBuf>,
+    session: Mutex<Option<Arc<WalkSession>>>,
+}
+
+impl Tree {
+    /// The capability for one call: `grants`, and the dataset's
+    /// `.tether/cache/file-hashes.json` (`None`: the process's memory cache).
+    pub fn new(grants: TreeGrants, cache: Option<PathBuf>) -> Self {
+        Self {
+            inner: Arc::new(TreeInner {
+                grants,
+                cache,
+                session: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The hash cache file this call uses, if any.
+    pub fn cache_path(&self) -> Option<&Path> {
+        self.inner.cache.as_deref()
+    }
+
+    fn cache(&self) -> Result<CacheHandle, TreeError> {
+        CacheHandle::open(self.inner.cache.as_deref())
+    }
+
+    /// One page of the walk of `root` (a granted directory; a symlink to one
+    /// is followed at the root only, and only when the locator names the
+    /// symlink or its target is granted).
+    pub fn walk(&self, root: &str, options: &WalkOptions) -> Result<WalkPage, TreeError> {
+        if options.limit == 0 {
+            return Err(TreeError::Invalid("walk limit must be at least 1".into()));
+        }
+        let root = self.inner.grants.check_resolved(root)?;
+        let limit = options.limit.min(MAX_WALK_PAGE) as usize;
+        let session = match (&options.cursor, self.session_for(&root, options.hash)) {
+            (Some(_), Some(session)) => session,
+            _ => {
+                let session = Arc::new(self.walk_session(&root, options.hash)?);
+                *self.inner.session.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(session.clone());
+                session
+            }
+        };
+        let entries = &session.entries;
+        let start = match &options.cursor {
+            None => 0,
+            Some(cursor) => entries.partition_point(|e| e.key().as_str() <= cursor.as_str()),
+        };
+        let end = (start + limit).min(entries.len());
+        let page = entries[start..end].to_vec();
+        let next = (end < entries.len()).then(|| entries[end - 1].key());
+        Ok(WalkPage {
+            entries: page,
+            next,
+        })
+    }
+
+    fn session_for(&self, root: &Path, hash: bool) -> Option<Arc<WalkSession>> {
+        let guard = self.inner.session.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .filter(|s| s.root == root && s.hash == hash)
+            .cloned()
+    }
+
+    fn walk_session(&self, root: &Path, hash: bool) -> Result<WalkSession, TreeError> {
+        let md = std::fs::metadata(root).map_err(|e| io_error("cannot walk", root, &e))?;
+        if !md.is_dir() {
+            return Err(TreeError::Invalid(format!(
+                "cannot walk {}: not a directory",
+                root.display()
+            )));
+        }
+        // Cache keys are absolute real paths, so every spelling of the root
+        // shares entries.
+        let real = std::fs::canonicalize(root).map_err(|e| io_error("cannot walk", root, &e))?;
+        let mut entries = walk_all(&real)?;
+        if hash {
+            let abs: Vec<Option<PathBuf>> = entries
+                .iter()
+                .map(|e| {
+                    let path = real.join(&e.path);
+                    // A file, or a symlink read through to one.
+                    let readable = match e.kind {
+                        EntryKind::File => true,
+                        EntryKind::Symlink => e.link_target.is_some() && path.is_file(),
+                        EntryKind::Dir => false,
+                    };
+                    readable.then_some(path)
+                })
+                .collect();
+            let cache = self.cache()?;
+            self.fill_hashes(&cache, &mut entries, &abs)?;
+            cache.prune_under(&real, abs.iter().flatten());
+            cache.flush()?;
+        }
+        Ok(WalkSession {
+            root: root.to_path_buf(),
+            hash,
+            entries,
+        })
+    }
+
+    /// Fill `sha256` of each entry with an absolute path: from the cache when
+    /// it vouches for the stat key, else by reading (in parallel).
+    fn fill_hashes(
+        &self,
+        cache: &CacheHandle,
+        entries: &mut [Entry],
+        abs: &[Option<PathBuf>],
+    ) -> Result<(), TreeError> {
+        let now = cache::now_ns();
+        let mut misses: Vec<usize> = Vec::new();
+        cache.with(|c| {
+            for (i, entry) in entries.iter_mut().enumerate() {
+                let Some(path) = &abs[i] else { continue };
+                match c.lookup(path, &entry.stat_key(), now) {
+                    Some(sha) => entry.sha256 = Some(sha),
+                    None => misses.push(i),
+                }
+            }
+        });
+        if misses.is_empty() {
+            return Ok(());
+        }
+        let paths: Vec<PathBuf> = misses
+            .iter()
+            .map(|&i| abs[i].clone().unwrap_or_default())
+            .collect();
+        let hashed = hash_parallel(&paths);
+        let mut bytes = 0u64;
+        let mut fresh = Vec::with_capacity(misses.len());
+        for ((&i, path), result) in misses.iter().zip(&paths).zip(hashed) {
+            let (sha, n) = result.map_err(|e| io_error("cannot read", path, &e))?;
+            bytes += n;
+            entries[i].sha256 = Some(sha.clone());
+            fresh.push((path.clone(), entries[i].stat_key(), sha));
+        }
+        cache.with(|c| {
+            c.record_hashed(misses.len() as u64, bytes);
+            for (path, key, sha) in fresh {
+                c.insert(&path, key, sha, now);
+            }
+        });
+        Ok(())
+    }
+
+    /// The entry at `path` without following a final symlink; `None` when
+    /// nothing is there.
+    pub fn stat(&self, path: &str) -> Result<Option<Entry>, TreeError> {
+        let abs = self.inner.grants.check(path)?;
+        let lmd = match std::fs::symlink_metadata(&abs) {
+            Ok(md) => md,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error("cannot stat", &abs, &e)),
+        };
+        let shown = abs.to_str().unwrap_or(path).to_string();
+        describe(&abs, shown, &lmd)?.map(Some).ok_or_else(|| {
+            TreeError::Invalid(format!(
+                "{}: not a regular file, directory or symlink",
+                abs.display()
+            ))
+        })
+    }
+
+    /// SHA-256 of the regular file at `path` (a symlink to one is read
+    /// through), through the cache.
+    pub fn hash_file(&self, path: &str) -> Result<String, TreeError> {
+        let abs = self.inner.grants.check(path)?;
+        let md = std::fs::metadata(&abs).map_err(|e| io_error("cannot hash", &abs, &e))?;
+        if !md.is_file() {
+            return Err(TreeError::Invalid(format!(
+                "cannot hash {}: not a regular file",
+                abs.display()
+            )));
+        }
+        let (mtime_ns, ctime_ns, inode) = times(&md);
+        let mut entries = [Entry {
+            path: String::new(),
+            kind: EntryKind::File,
+            size: md.len(),
+            mtime_ns,
+            ctime_ns,
+            inode,
+            link_target: None,
+            sha256: None,
+        }];
+        let cache = self.cache()?;
+        self.fill_hashes(&cache, &mut entries, &[Some(abs)])?;
+        cache.flush()?;
+        let [entry] = entries;
+        entry
+            .sha256
+            .ok_or_else(|| TreeError::Io("hash missing after hashing".into()))
+    }
+
+    /// `path` with every symlink resolved (a missing tail kept as is).
+    pub fn realpath(&self, path: &str) -> Result<String, TreeError> {
+        let abs = self.inner.grants.check(path)?;
+        let real = resolve(&abs);
+        real.into_os_string().into_string().map_err(|raw| {
+            TreeError::Invalid(format!("{path:?} resolves to {raw:?}, which is not UTF-8"))
+        })
+    }
+
+    /// `rmdir`: remove the empty directory at `path`; `false` when it was
+    /// already gone. Anything in it (files are data) refuses with `invalid`.
+    pub fn remove_empty_dir(&self, path: &str) -> Result<bool, TreeError> {
+        let abs = self.inner.grants.check(path)?;
+        match std::fs::symlink_metadata(&abs) {
+            Ok(md) if md.is_dir() => {}
+            Ok(_) => {
+                return Err(TreeError::Invalid(format!(
+                    "{} is not a directory",
+                    abs.display()
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_error("cannot stat", &abs, &e)),
+        }
+        match std::fs::remove_dir(&abs) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => Err(TreeError::Invalid(
+                format!("{} is not empty; it was kept", abs.display()),
+            )),
+            Err(e) => Err(io_error("cannot remove directory", &abs, &e)),
+        }
+    }
+}

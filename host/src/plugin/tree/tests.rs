@@ -1,0 +1,465 @@
+//! Unit tests of the tree capability: grants, walk order and paging, symlink
+//! rules, and the hash cache's rules (counters, not timings).
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+fn sha(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Move a file's mtime an hour back, out of the 2-second racy window.
+fn age(path: &Path) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn s(p: &Path) -> String {
+    p.to_str().unwrap().to_string()
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    Fixture { _dir: dir, base }
+}
+
+fn tree(grants: &[&Path], cache: Option<PathBuf>) -> Tree {
+    Tree::new(TreeGrants::new(grants.iter().map(|p| s(p))), cache)
+}
+
+fn walk_all_pages(t: &Tree, root: &str, hash: bool, limit: u32) -> Vec<Entry> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = t
+            .walk(
+                root,
+                &WalkOptions {
+                    hash,
+                    cursor: cursor.clone(),
+                    limit,
+                },
+            )
+            .unwrap();
+        assert!(page.entries.len() <= limit as usize);
+        out.extend(page.entries);
+        match page.next {
+            Some(n) => cursor = Some(n),
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn normalise_folds_file_urls_and_dots() {
+    for (input, want) in [
+        ("/a/b", "/a/b"),
+        ("/a//b/", "/a/b"),
+        ("/a/./b/../c", "/a/c"),
+        ("file:///a/b", "/a/b"),
+        ("file://localhost/a", "/a"),
+        ("/..", "/"),
+    ] {
+        assert_eq!(normalise(input).unwrap(), PathBuf::from(want), "{input}");
+    }
+    for bad in ["a/b", "", "s3://bucket/x", "file://host/x", "/a\0b"] {
+        assert!(
+            matches!(normalise(bad), Err(TreeError::Invalid(_))),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn grants_cover_the_path_and_below_only() {
+    let f = fixture();
+    let root = f.base.join("granted");
+    write(&root.join("a.txt"), b"a");
+    write(&f.base.join("granted-not/x"), b"x");
+    write(&f.base.join("outside.txt"), b"o");
+    let t = tree(&[&root], None);
+    assert!(t.stat(&s(&root.join("a.txt"))).unwrap().is_some());
+    assert!(
+        t.stat(&format!("file://{}/a.txt", s(&root)))
+            .unwrap()
+            .is_some()
+    );
+    for denied in [
+        s(&f.base.join("outside.txt")),
+        s(&f.base.join("granted-not/x")),
+        format!("{}/../outside.txt", s(&root)),
+        "/etc/passwd".to_string(),
+    ] {
+        match t.stat(&denied) {
+            Err(TreeError::Denied(m)) => assert!(m.contains("not granted"), "{m}"),
+            other => panic!("{denied}: {other:?}"),
+        }
+    }
+    assert!(matches!(t.stat("relative/x"), Err(TreeError::Invalid(_))));
+    // A relative or remote grant grants nothing.
+    let none = Tree::new(
+        TreeGrants::new(["rel/dir".to_string(), "s3://b/k".to_string()]),
+        None,
+    );
+    assert!(matches!(none.stat("/rel/dir"), Err(TreeError::Denied(_))));
+}
+
+#[test]
+fn a_directory_symlink_cannot_lead_out_of_a_grant() {
+    let f = fixture();
+    let root = f.base.join("granted");
+    write(&f.base.join("secret/key.txt"), b"secret");
+    std::fs::create_dir_all(&root).unwrap();
+    symlink(f.base.join("secret"), root.join("escape")).unwrap();
+    let t = tree(&[&root], None);
+    // The link itself is inside (and recorded by its target) ...
+    let link = t.stat(&s(&root.join("escape"))).unwrap().unwrap();
+    assert_eq!(link.kind, EntryKind::Symlink);
+    assert_eq!(
+        link.link_target.as_deref(),
+        Some(s(&f.base.join("secret")).as_str())
+    );
+    // ... but nothing can be reached through it.
+    for op in [
+        t.stat(&s(&root.join("escape/key.txt"))).map(|_| ()),
+        t.hash_file(&s(&root.join("escape/key.txt"))).map(|_| ()),
+        t.walk(
+            &s(&root.join("escape")),
+            &WalkOptions {
+                hash: false,
+                cursor: None,
+                limit: 10,
+            },
+        )
+        .map(|_| ()),
+    ] {
+        assert!(matches!(op, Err(TreeError::Denied(_))), "{op:?}");
+    }
+}
+
+#[test]
+fn a_granted_path_may_itself_be_a_symlink() {
+    let f = fixture();
+    write(&f.base.join("real/a.txt"), b"a");
+    symlink(f.base.join("real"), f.base.join("link")).unwrap();
+    let t = tree(&[&f.base.join("link")], None);
+    assert_eq!(
+        t.realpath(&s(&f.base.join("link"))).unwrap(),
+        s(&f.base.join("real"))
+    );
+    let entries = walk_all_pages(&t, &s(&f.base.join("link")), true, 10);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].sha256.as_deref(), Some(sha(b"a").as_str()));
+    // The resolved spelling is granted too.
+    assert!(t.stat(&s(&f.base.join("real/a.txt"))).unwrap().is_some());
+    // A path that does not exist yet resolves through its existing parent.
+    assert_eq!(
+        t.realpath(&s(&f.base.join("link/new/x"))).unwrap(),
+        s(&f.base.join("real/new/x"))
+    );
+}
+
+#[test]
+fn walk_order_is_by_key_and_pages_concatenate() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for name in [
+        "b.txt",
+        "a/x",
+        "a/y/z",
+        "a-b",
+        "a0",
+        "c/.hidden",
+        "c/d/e/f",
+        "zz",
+    ] {
+        write(&root.join(name), name.as_bytes());
+    }
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    let t = tree(&[&root], None);
+    let whole = walk_all_pages(&t, &s(&root), false, 1000);
+    let keys: Vec<String> = whole.iter().map(Entry::key).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "the walk is in key order");
+    assert_eq!(
+        keys,
+        [
+            "a-b",
+            "a/",
+            "a/x",
+            "a/y/",
+            "a/y/z",
+            "a0",
+            "b.txt",
+            "c/",
+            "c/.hidden",
+            "c/d/",
+            "c/d/e/",
+            "c/d/e/f",
+            "empty/",
+            "zz"
+        ]
+    );
+    for limit in [1, 2, 3, 5, 13, 14] {
+        assert_eq!(
+            walk_all_pages(&t, &s(&root), false, limit),
+            whole,
+            "{limit}"
+        );
+    }
+    // A cursor from another call (no session) resumes in the same place.
+    let first = t
+        .walk(
+            &s(&root),
+            &WalkOptions {
+                hash: false,
+                cursor: None,
+                limit: 4,
+            },
+        )
+        .unwrap();
+    let other = tree(&[&root], None);
+    let rest = other
+        .walk(
+            &s(&root),
+            &WalkOptions {
+                hash: false,
+                cursor: first.next.clone(),
+                limit: 1000,
+            },
+        )
+        .unwrap();
+    let mut joined = first.entries;
+    joined.extend(rest.entries);
+    assert_eq!(joined, whole);
+    assert!(rest.next.is_none());
+    assert!(matches!(
+        t.walk(
+            &s(&root),
+            &WalkOptions {
+                hash: false,
+                cursor: None,
+                limit: 0
+            }
+        ),
+        Err(TreeError::Invalid(_))
+    ));
+}
+
+#[test]
+fn walk_skips_the_root_marker_and_temp_files_and_reports_symlinks() {
+    let f = fixture();
+    let root = f.base.join("d");
+    write(&root.join(OWNER_MARKER), br#"{"owner":"x"}"#);
+    write(&root.join("sub").join(OWNER_MARKER), b"data, not a marker");
+    write(&root.join(".tether-tmp-123"), b"in flight");
+    write(&root.join("file.txt"), b"content");
+    write(&f.base.join("target.bin"), b"target content");
+    write(&f.base.join("linked/inner.txt"), b"inner");
+    symlink(f.base.join("target.bin"), root.join("to-file")).unwrap();
+    symlink(f.base.join("linked"), root.join("to-dir")).unwrap();
+    symlink("does-not-exist", root.join("dangling")).unwrap();
+    let t = tree(&[&root], None);
+    let entries = walk_all_pages(&t, &s(&root), true, 100);
+    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "dangling",
+            "file.txt",
+            "sub",
+            "sub/.tether-owner",
+            "to-dir",
+            "to-file"
+        ]
+    );
+    let get = |p: &str| entries.iter().find(|e| e.path == p).unwrap();
+    let to_file = get("to-file");
+    assert_eq!(to_file.kind, EntryKind::Symlink);
+    assert_eq!(to_file.size, 14);
+    assert_eq!(
+        to_file.sha256.as_deref(),
+        Some(sha(b"target content").as_str())
+    );
+    let to_dir = get("to-dir");
+    assert_eq!((to_dir.size, to_dir.sha256.as_deref()), (0, None));
+    assert_eq!(
+        to_dir.link_target.as_deref(),
+        Some(s(&f.base.join("linked")).as_str())
+    );
+    assert_eq!(
+        get("dangling").link_target.as_deref(),
+        Some("does-not-exist")
+    );
+    assert_eq!(get("dangling").sha256, None);
+    assert_eq!(
+        get("file.txt").sha256.as_deref(),
+        Some(sha(b"content").as_str())
+    );
+    assert_eq!(get("sub").sha256, None);
+}
+
+#[test]
+fn the_cache_hashes_each_file_once_and_writes_only_on_change() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for i in 0..20 {
+        let p = root.join(format!("f{i:02}"));
+        write(&p, format!("file {i}").as_bytes());
+        age(&p);
+    }
+    let cache = f.base.join("ds/.tether/cache/file-hashes.json");
+    let t = tree(&[&root], Some(cache.clone()));
+    let first = walk_all_pages(&t, &s(&root), true, 7);
+    let after_first = stats(Some(&cache));
+    assert_eq!(after_first.files_hashed, 20);
+    assert_eq!(after_first.cache_hits, 0);
+    assert_eq!(after_first.writes, 1);
+    assert!(cache.is_file());
+    // A new call, same cache: nothing re-read, nothing rewritten.
+    let second = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 7);
+    assert_eq!(first, second);
+    let after_second = stats(Some(&cache));
+    assert_eq!(after_second.files_hashed, 20);
+    assert_eq!(after_second.cache_hits, 20);
+    assert_eq!(after_second.writes, 1);
+    // The file is what another process would read: drop the in-process
+    // entries and the next walk still hashes nothing.
+    {
+        let handle = CacheHandle::open(Some(&cache)).unwrap();
+        handle.with(|c| c.forget());
+    }
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 100);
+    assert_eq!(stats(Some(&cache)).files_hashed, 20);
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(text.contains(&sha(b"file 3")), "{text}");
+}
+
+#[test]
+fn a_just_modified_file_is_rehashed_even_with_an_unchanged_stat_key() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let fresh = root.join("fresh");
+    let old = root.join("old");
+    write(&fresh, b"just written");
+    write(&old, b"long ago");
+    age(&old);
+    let cache = f.base.join("cache.json");
+    let t = tree(&[&root], Some(cache.clone()));
+    walk_all_pages(&t, &s(&root), true, 10);
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let st = stats(Some(&cache));
+    // `old` hashed once then trusted; `fresh` read both times (and never stored).
+    assert_eq!((st.files_hashed, st.cache_hits), (3, 1));
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(!text.contains(&sha(b"just written")), "{text}");
+    assert!(text.contains(&sha(b"long ago")), "{text}");
+}
+
+#[test]
+fn an_overwrite_that_restores_size_and_mtime_is_still_seen() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let p = root.join("data");
+    write(&p, b"aaaa");
+    age(&p);
+    let mtime = std::fs::metadata(&p).unwrap().modified().unwrap();
+    let cache = f.base.join("cache.json");
+    let t = tree(&[&root], Some(cache.clone()));
+    assert_eq!(t.hash_file(&s(&p)).unwrap(), sha(b"aaaa"));
+    // Same size, mtime put back: only the ctime tells.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&p, b"bbbb").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert_eq!(t.hash_file(&s(&p)).unwrap(), sha(b"bbbb"));
+    assert_eq!(stats(Some(&cache)).files_hashed, 2);
+}
+
+#[test]
+fn deleted_files_leave_the_cache() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for name in ["keep", "gone"] {
+        write(&root.join(name), name.as_bytes());
+        age(&root.join(name));
+    }
+    let cache = f.base.join("cache.json");
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    std::fs::remove_file(root.join("gone")).unwrap();
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(
+        text.contains(&sha(b"keep")) && !text.contains(&sha(b"gone")),
+        "{text}"
+    );
+    assert_eq!(stats(Some(&cache)).writes, 2);
+}
+
+#[test]
+fn hash_and_stat_of_single_paths() {
+    let f = fixture();
+    let root = f.base.join("d");
+    write(&root.join("a"), b"abc");
+    let t = tree(&[&root], None);
+    assert_eq!(t.hash_file(&s(&root.join("a"))).unwrap(), sha(b"abc"));
+    assert!(matches!(t.hash_file(&s(&root)), Err(TreeError::Invalid(_))));
+    assert!(matches!(
+        t.hash_file(&s(&root.join("missing"))),
+        Err(TreeError::NotFound(_))
+    ));
+    assert_eq!(t.stat(&s(&root.join("missing"))).unwrap(), None);
+    let st = t.stat(&s(&root.join("a"))).unwrap().unwrap();
+    assert_eq!((st.kind, st.size), (EntryKind::File, 3));
+    assert_eq!(st.path, s(&root.join("a")));
+    assert!(matches!(
+        t.walk(
+            &s(&root.join("a")),
+            &WalkOptions {
+                hash: false,
+                cursor: None,
+                limit: 1
+            }
+        ),
+        Err(TreeError::Invalid(_))
+    ));
+}
+
+#[test]
+fn remove_empty_dir_removes_only_empty_directories() {
+    let f = fixture();
+    let root = f.base.join("d");
+    write(&root.join("x"), b"data");
+    let t = tree(&[&root], None);
+    assert!(matches!(
+        t.remove_empty_dir(&s(&root)),
+        Err(TreeError::Invalid(m)) if m.contains("not empty")
+    ));
+    assert!(root.join("x").is_file());
+    std::fs::remove_file(root.join("x")).unwrap();
+    assert!(t.remove_empty_dir(&s(&root)).unwrap());
+    assert!(!root.exists());
+    assert!(!t.remove_empty_dir(&s(&root)).unwrap());
+}
