@@ -113,21 +113,87 @@ fn build_plugins() -> Result<()> {
         .arg(target))
 }
 
-/// The main job: build, list the backends, and run the conformance suite on
-/// the reference plugin.
+/// The main job: build, list the backends, run the conformance suite on the
+/// reference plugin, then the tether loop on local stores (a memory-plugin
+/// store in a directory and a directory of files) in a fresh git repository.
 fn demo() -> Result<()> {
     setup()?;
     let root = root();
-    run(cargo()
-        .current_dir(&root)
-        .args(["build", "--workspace", "--bins"]))?;
+    run(cargo().current_dir(&root).args(["build", "--workspace", "--bins"]))?;
     let bin = root.join("target").join("debug");
-    run(Command::new(bin.join("tether")).arg("backends"))?;
-    let memory = root
-        .join("target/wasm-plugins")
-        .join(WASM_TARGET)
-        .join("release/tether_plugin_memory.wasm");
-    run(Command::new(bin.join("tether-conformance")).arg(memory))
+    let tether = bin.join("tether");
+    run(Command::new(&tether).arg("backends"))?;
+    let memory = root.join("target/wasm-plugins").join(WASM_TARGET).join("release/tether_plugin_memory.wasm");
+    run(Command::new(bin.join("tether-conformance")).arg(memory))?;
+    demo_loop(&root, &tether)
+}
+
+/// The memory plugin's layout (documented in plugins/memory): an initial
+/// empty snapshot on `main`, written with plain file writes.
+const MEMORY_INITIAL: (&str, &str) =
+    ("ac4ea90e032426a51d1d", r#"{"message":"initial snapshot","parents":[],"payload":{}}"#);
+
+fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
+    let dir = root.join("target").join("demo");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    let store = dir.join("stores").join("labels");
+    let raw = dir.join("stores").join("raw").join("plate1");
+    std::fs::create_dir_all(store.join("snapshots"))?;
+    std::fs::create_dir_all(store.join("refs").join("branches"))?;
+    std::fs::write(store.join("snapshots").join(format!("{}.json", MEMORY_INITIAL.0)), MEMORY_INITIAL.1)?;
+    std::fs::write(
+        store.join("refs").join("branches").join("main.json"),
+        format!(r#"{{"snapshot_id":"{}"}}"#, MEMORY_INITIAL.0),
+    )?;
+    std::fs::create_dir_all(&raw)?;
+    for i in 0..3 {
+        std::fs::write(raw.join(format!("well_{i}.tif")), vec![i as u8; 64])?;
+    }
+    let ds = dir.join("my-dataset");
+    std::fs::create_dir_all(&ds)?;
+    let git = |args: &[&str]| run(Command::new("git").current_dir(&ds).args(args));
+    git(&["init", "-q", "-b", "main"])?;
+    git(&["config", "user.name", "tether demo"])?;
+    git(&["config", "user.email", "demo@example.invalid"])?;
+    let t = |args: &[&str]| -> Result<()> {
+        eprintln!();
+        let mut cmd = Command::new(tether);
+        cmd.current_dir(&ds).args(args).env("TETHER_CACHE_DIR", root.join("target").join("test-cache"));
+        // Show the command as a user would type it; a non-zero exit is part
+        // of the story where the demo says so.
+        eprintln!("$ tether {}", args.join(" "));
+        let status = cmd.status().with_context(|| format!("cannot run {}", tether.display()))?;
+        if !status.success() {
+            bail!("tether {} failed ({status})", args.join(" "));
+        }
+        Ok(())
+    };
+    t(&["init"])?;
+    t(&["add", "zarr/labels", "--kind", "memory", "--set", &format!("system={}", store.display())])?;
+    t(&["add", "raw/plate1", "--kind", "file", &format!("{}/", raw.display())])?;
+    t(&["status"])?;
+    t(&["commit", "-m", "Baseline: plate1 labels and raw files"])?;
+    t(&["status"])?;
+    // The labels store moves on (a new snapshot on main, as a writer would
+    // make it), and one raw file is only touched.
+    // Canonical JSON (keys sorted, no spaces); the id is the first 20 hex of
+    // its sha256, as the memory plugin's layout documents.
+    let snap = r#"{"message":"relabel","parents":["ac4ea90e032426a51d1d"],"payload":{"labels":"v2"}}"#;
+    let id = &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(snap.as_bytes()))[..20];
+    std::fs::write(store.join("snapshots").join(format!("{id}.json")), snap)?;
+    std::fs::write(store.join("refs").join("branches").join("main.json"), format!(r#"{{"snapshot_id":"{id}"}}"#))?;
+    let f = std::fs::File::options().append(true).open(raw.join("well_0.tif"))?;
+    f.set_modified(std::time::SystemTime::now())?;
+    t(&["status", "--snapshot"])?;
+    t(&["commit", "-m", "Relabelled plate1"])?;
+    t(&["verify", "--all-history"])?;
+    t(&["diff", "HEAD~1", "HEAD", "--content"])?;
+    t(&["open", "zarr/labels", "--rev", "HEAD~1"])?;
+    t(&["ops"])?;
+    eprintln!("\ndemo dataset left in {}", ds.display());
+    Ok(())
 }
 
 /// Everything CI checks: formatting, lints in both workspaces, every test.

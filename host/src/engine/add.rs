@@ -91,6 +91,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         }
     };
     key::validate_key(&key)?;
+    let _locks = repo.lock()?;
     if repo.manifests()?.contains_key(&key) {
         return Err(TetherError::KeyTaken { key });
     }
