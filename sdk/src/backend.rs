@@ -63,6 +63,7 @@ pub fn descriptor(kind: &str, capabilities: &[&str]) -> Descriptor {
         local_path_keys: Vec::new(),
         local_path_prefixes: Vec::new(),
         storage_keys: Vec::new(),
+        tree_keys: Vec::new(),
         promote_hint: String::new(),
         abi: ABI_VERSION.to_owned(),
     }

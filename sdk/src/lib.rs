@@ -14,6 +14,8 @@
 //! - [`diff`]: the [`ObjectDiff`] builder (exact counts, capped entries).
 //! - [`storage`]: [`storage::Bucket`], the host's object storage with JSON
 //!   and conditional-put helpers.
+//! - [`tree`]: local directories walked, stat'ed and hashed natively by the
+//!   host (locator keys named in `tree_keys`).
 //! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
 //! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
 //!
@@ -107,11 +109,12 @@ pub mod harness;
 pub mod json;
 pub mod log;
 pub mod storage;
+pub mod tree;
 
 mod glue;
 
 /// Bindings generated from `wit/` for world `backend-plugin`: the imported
-/// `storage` and `log` interfaces, the shared `types`, and the `backend`
+/// `storage`, `tree` and `log` interfaces, the shared `types`, and the `backend`
 /// export. Plugins normally use the wrappers instead.
 pub mod bindings {
     wit_bindgen::generate!({

@@ -5,8 +5,12 @@
 //! `InstancePre`, `configure`, then the method itself, under the runtime's
 //! deadline and memory limit. The storage grants of the call are the URIs the
 //! locator holds under the plugin's declared storage keys (plus any scratch
-//! URIs the caller grants explicitly, as the conformance harness does).
+//! URIs the caller grants explicitly, as the conformance harness does); the
+//! `tree` grants likewise are the local paths under its tree keys, and the
+//! hash cache is the dataset's when the engine names it
+//! ([`ObjectClient::with_hash_cache`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -15,6 +19,7 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use super::runtime::Plugin;
 use super::storage::Grants;
+use super::tree::{Tree, TreeGrants};
 use super::types::{
     Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, json_in, json_out,
 };
@@ -78,6 +83,8 @@ pub struct ObjectClient {
     locator: String,
     config: String,
     grants: Vec<String>,
+    tree_grants: Vec<String>,
+    hash_cache: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -93,17 +100,20 @@ impl Plugin {
     /// A client for the object at `locator`, configured with `config` (the
     /// `[backends.<kind>]` table, `{}` when none).
     pub fn object(self: &Arc<Self>, locator: &Value, config: &Value) -> ObjectClient {
-        let grants = self
-            .descriptor()
-            .storage_keys
-            .iter()
-            .filter_map(|k| locator.get(k).and_then(Value::as_str).map(str::to_string))
-            .collect();
+        let values = |keys: &[String]| -> Vec<String> {
+            keys.iter()
+                .filter_map(|k| locator.get(k).and_then(Value::as_str).map(str::to_string))
+                .collect()
+        };
         ObjectClient {
             plugin: self.clone(),
             locator: json_in(locator),
             config: json_in(config),
-            grants,
+            grants: values(&self.descriptor().storage_keys),
+            // Local paths only: `TreeGrants` grants nothing for a relative
+            // path or a URL, so a request for one is refused.
+            tree_grants: values(&self.descriptor().tree_keys),
+            hash_cache: None,
         }
     }
 
@@ -143,6 +153,7 @@ impl HarnessClient {
             &self.config,
             "{}",
             vec![self.scratch.clone()],
+            self.scratch_tree(),
             Call::HarnessNewObject(self.scratch.clone()),
         )
         .await?;
@@ -160,6 +171,7 @@ impl HarnessClient {
             &self.config,
             &json_in(locator),
             vec![self.scratch.clone()],
+            self.scratch_tree(),
             Call::HarnessMutate(working_ref.map(str::to_string)),
         )
         .await
@@ -173,6 +185,7 @@ impl HarnessClient {
             &self.config,
             "{}",
             vec![self.scratch.clone()],
+            self.scratch_tree(),
             Call::HarnessFreshLocator(self.scratch.clone()),
         )
         .await?;
@@ -187,7 +200,13 @@ impl HarnessClient {
             .object(locator, &Value::Object(Default::default()));
         client.config = self.config.clone();
         client.grants.push(self.scratch.clone());
+        client.tree_grants.push(self.scratch.clone());
         client
+    }
+
+    /// The scratch URI as a `tree` grant too (when it is a local path).
+    fn scratch_tree(&self) -> Tree {
+        Tree::new(TreeGrants::new([self.scratch.clone()]), None)
     }
 }
 
@@ -221,12 +240,25 @@ impl ObjectClient {
         &self.locator
     }
 
+    /// Use the dataset's hash cache (`<dataset>/.tether/cache/file-hashes.json`)
+    /// for this object's `tree` calls; without one, hashes are cached in
+    /// this process's memory only.
+    pub fn with_hash_cache(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hash_cache = Some(path.into());
+        self
+    }
+
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
+        let tree = Tree::new(
+            TreeGrants::new(self.tree_grants.iter().cloned()),
+            self.hash_cache.clone(),
+        );
         run(
             &self.plugin,
             &self.config,
             &self.locator,
             self.grants.clone(),
+            tree,
             call,
         )
         .await
@@ -476,6 +508,7 @@ async fn run(
     config: &str,
     locator: &str,
     grants: Vec<String>,
+    tree: Tree,
     call: Call,
 ) -> Result<Reply, BackendError> {
     let limit = plugin.shared.config.call_timeout;
@@ -483,7 +516,7 @@ async fn run(
     // spent waiting in host calls (storage), where epochs are not checked.
     match tokio::time::timeout(
         limit + std::time::Duration::from_secs(1),
-        run_inner(plugin, config, locator, grants, call),
+        run_inner(plugin, config, locator, grants, tree, call),
     )
     .await
     {
@@ -500,9 +533,11 @@ async fn run_inner(
     config: &str,
     locator: &str,
     grants: Vec<String>,
+    tree: Tree,
     call: Call,
 ) -> Result<Reply, BackendError> {
     let (mut store, instance) = plugin.instantiate(Grants::new(grants)).await?;
+    store.data_mut().set_tree(tree);
     let s = &mut store;
     let fault = |e: wasmtime::Error, s: &wasmtime::Store<_>| plugin.fault(e, s);
     let backend = plugin

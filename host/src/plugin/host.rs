@@ -1,5 +1,5 @@
 //! The per-call store state and the host side of the imported interfaces
-//! (`storage`, `log`).
+//! (`storage`, `tree`, `log`).
 //!
 //! Every call gets a fresh [`CallState`]: its storage grants come from the
 //! object's locator (the keys the plugin's descriptor names as storage keys),
@@ -14,8 +14,9 @@ use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::tether::backend::{log, storage, types};
+use super::bindings::tether::backend::{log, storage, tree, types};
 use super::storage::{self as cap, Bucket, Grants};
+use super::tree::{self as tree_cap, Tree};
 
 /// The host type behind the WIT `bucket` resource.
 pub type BucketHandle = Bucket;
@@ -64,6 +65,9 @@ pub struct CallState {
     table: ResourceTable,
     pub(crate) limiter: Limiter,
     grants: Grants,
+    /// The `tree` capability: its own grants (the locator's tree keys) and
+    /// the dataset's hash cache, set by the client after instantiation.
+    tree: Tree,
     kind: Arc<str>,
     stderr: MemoryOutputPipe,
 }
@@ -80,9 +84,15 @@ impl CallState {
                 hit: false,
             },
             grants,
+            tree: Tree::default(),
             kind,
             stderr,
         }
+    }
+
+    /// Grant the call its `tree` capability (none until this is called).
+    pub(crate) fn set_tree(&mut self, tree: Tree) {
+        self.tree = tree;
     }
 
     /// What the plugin wrote to stderr during the call (a panic message, say).
@@ -273,5 +283,98 @@ impl storage::HostBucket for CallState {
     async fn drop(&mut self, handle: Resource<BucketHandle>) -> WtResult<()> {
         self.table.delete(handle)?;
         Ok(())
+    }
+}
+
+fn to_wit_tree_error(e: tree_cap::TreeError) -> tree::TreeError {
+    use tree_cap::TreeError as E;
+    match e {
+        E::Denied(m) => tree::TreeError::Denied(m),
+        E::NotFound(m) => tree::TreeError::NotFound(m),
+        E::Invalid(m) => tree::TreeError::Invalid(m),
+        E::Io(m) => tree::TreeError::Io(m),
+    }
+}
+
+fn to_wit_entry(e: tree_cap::Entry) -> tree::Entry {
+    tree::Entry {
+        path: e.path,
+        kind: match e.kind {
+            tree_cap::EntryKind::File => tree::EntryKind::File,
+            tree_cap::EntryKind::Dir => tree::EntryKind::Dir,
+            tree_cap::EntryKind::Symlink => tree::EntryKind::Symlink,
+        },
+        size: e.size,
+        mtime_ns: e.mtime_ns,
+        ctime_ns: e.ctime_ns,
+        inode: e.inode,
+        link_target: e.link_target,
+        sha256: e.sha256,
+    }
+}
+
+type TreeResult<T> = WtResult<Result<T, tree::TreeError>>;
+
+/// Run a tree operation on a blocking thread: walks and hashing are
+/// filesystem-bound and must not stall the async runtime. Takes clones, not
+/// `&CallState`, which is not `Sync`.
+async fn tree_op<T: Send + 'static>(
+    tree: Tree,
+    kind: Arc<str>,
+    op: impl FnOnce(&Tree) -> Result<T, tree_cap::TreeError> + Send + 'static,
+) -> TreeResult<T> {
+    let result = tokio::task::spawn_blocking(move || op(&tree))
+        .await
+        .map_err(|e| wasmtime::format_err!("tree worker failed: {e}"))?;
+    if let Err(tree_cap::TreeError::Denied(m)) = &result {
+        tracing::warn!(plugin = &*kind, "tree access refused: {m}");
+    }
+    Ok(result.map_err(to_wit_tree_error))
+}
+
+impl CallState {
+    fn tree_parts(&self) -> (Tree, Arc<str>) {
+        (self.tree.clone(), self.kind.clone())
+    }
+}
+
+impl tree::Host for CallState {
+    async fn walk(
+        &mut self,
+        root: String,
+        options: tree::WalkOptions,
+    ) -> TreeResult<tree::WalkPage> {
+        let options = tree_cap::WalkOptions {
+            hash: options.hash,
+            cursor: options.cursor,
+            limit: options.limit,
+        };
+        let (t, kind) = self.tree_parts();
+        let page = tree_op(t, kind, move |t| t.walk(&root, &options)).await?;
+        Ok(page.map(|p| tree::WalkPage {
+            entries: p.entries.into_iter().map(to_wit_entry).collect(),
+            next: p.next,
+        }))
+    }
+
+    async fn stat(&mut self, path: String) -> TreeResult<Option<tree::Entry>> {
+        let (t, kind) = self.tree_parts();
+        let entry = tree_op(t, kind, move |t| t.stat(&path)).await?;
+        Ok(entry.map(|e| e.map(to_wit_entry)))
+    }
+
+    async fn hash_file(&mut self, path: String) -> TreeResult<String> {
+        let (t, kind) = self.tree_parts();
+        tree_op(t, kind, move |t| t.hash_file(&path)).await
+    }
+
+    async fn realpath(&mut self, path: String) -> TreeResult<String> {
+        let (t, kind) = self.tree_parts();
+        tree_op(t, kind, move |t| t.realpath(&path)).await
+    }
+
+    async fn remove_empty_dir(&mut self, path: String) -> TreeResult<bool> {
+        let (t, kind) = self.tree_parts();
+        tree_op(t, kind, move |t| t.remove_empty_dir(&path)).await
     }
 }

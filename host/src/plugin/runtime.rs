@@ -384,6 +384,7 @@ fn empty_descriptor() -> Descriptor {
         local_path_keys: Vec::new(),
         local_path_prefixes: Vec::new(),
         storage_keys: Vec::new(),
+        tree_keys: Vec::new(),
         promote_hint: String::new(),
         abi: String::new(),
     }

@@ -106,6 +106,8 @@ pub struct Descriptor {
     pub local_path_keys: Vec<String>,
     pub local_path_prefixes: Vec<String>,
     pub storage_keys: Vec<String>,
+    #[serde(default)]
+    pub tree_keys: Vec<String>,
     pub promote_hint: String,
     pub abi: String,
 }
@@ -144,6 +146,7 @@ impl From<wit::Descriptor> for Descriptor {
             local_path_keys: d.local_path_keys,
             local_path_prefixes: d.local_path_prefixes,
             storage_keys: d.storage_keys,
+            tree_keys: d.tree_keys,
             promote_hint: d.promote_hint,
             abi: d.abi,
         }
