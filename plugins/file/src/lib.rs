@@ -1,0 +1,325 @@
+//! # tether-plugin-file: local files and directories
+//!
+//! Kind `file` (spec/11, "`file`: local paths and object stores"): a plain
+//! artifact, Observed, with `CHEAP_FINGERPRINT`, `DIFF` and `CREATE` (a local
+//! directory). The plugin never reads a byte of data itself: the host's `tree`
+//! capability walks the directory and hashes files natively, in parallel and
+//! through the dataset's hash cache, and this crate turns the entries into a
+//! state, a listing and a diff.
+//!
+//! ## Locator
+//!
+//! ```json
+//! {"uri": "/data/plate1"}
+//! ```
+//!
+//! `uri` (positional; `path` is accepted as an alias) is an absolute local
+//! path or a `file://` URL. Relative paths are resolved by the engine at `add`
+//! before they reach a plugin, so one here is refused. `region` is ignored for
+//! local paths. Object stores (`s3://`, `gs://`, `az://`, ...) are refused
+//! with a capability error: this build does not support them yet.
+//!
+//! Both keys are `tree-keys` (walk, stat, hash) and `storage-keys` (the owner
+//! marker `create` writes goes through `storage`), and `local-path-keys`.
+//!
+//! ## Identity
+//!
+//! `{"uri": <resolved path>}`: symlinks followed, `file://` folded, `.`,
+//! `..`, doubled and trailing slashes gone, so `/p`, `/p/`, `file:///p` and a
+//! path through a symlinked parent are one store (the host resolves it:
+//! `tree::realpath`).
+//!
+//! ## States
+//!
+//! - a file: `{"type": "file", "size": N, "sha256": HEX}`;
+//! - a directory: `{"type": "dir", "count": N, "size": N, "digest": HEX}`.
+//!
+//! A directory's entries are its files (a symlink to a file counts as a file
+//! with its target's size and sha256: read through) and its symlinks that are
+//! not read through (to a directory, dangling), recorded by target. Each
+//! entry has a token: the sha256 for a file, `symlink:<target>` for a
+//! recorded link (size 0). Directories themselves are not entries (an empty
+//! directory is no content), and neither is the `.tether-owner` marker at the
+//! root. Then:
+//!
+//! ```text
+//! count  = number of entries
+//! size   = sum of entry sizes
+//! digest = sha256( for each entry in byte order of path: path "\0" token "\n" )
+//! ```
+//!
+//! in lowercase hex; paths are relative, `/`-separated. An empty directory's
+//! digest is the sha256 of the empty string. Timestamps never count: a
+//! `touch` leaves the state equal.
+//!
+//! ## Listing and diff
+//!
+//! `listing(state)` of a directory is one canonical JSON line per entry,
+//! `{"k": token, "p": path, "s": size}`, in path order, for the directory's
+//! *current* content, and only when that is still `state` (a listing of
+//! something else would be a lie; `None` then, and for a single file). The
+//! engine stores it under `.tether/listings/` at commit.
+//!
+//! `diff` counts `files`: with both listings, every added, removed and
+//! modified path with its size delta (`modified a.tif +4.0 KiB`); without
+//! one, a summary in `note` and counts inferred from the entry counts (at
+//! least one change when only the digest tells). Two single files report
+//! their size and sha256 change.
+//!
+//! ## Create
+//!
+//! `create` makes the directory with a `.tether-owner` marker (`{"owner":
+//! dataset}`, created only if absent, so of two racing creates one wins) and
+//! refuses when anything is at the path. `is_ref_empty` is true only when the
+//! directory holds nothing but the marker (files are data). `delete_store`
+//! re-checks owner and emptiness, removes the marker, then the empty
+//! directory (`rmdir`, which refuses anything else; the marker is put back
+//! then).
+
+mod harness;
+mod state;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tether_sdk::storage::{Bucket, PutMode, StorageError};
+use tether_sdk::tree::{self, EntryKind};
+use tether_sdk::{Backend, Descriptor, Error, ObjectDiff, Result, cap, descriptor};
+
+pub use harness::FileHarness;
+pub use state::{DirListing, ListedEntry};
+
+/// Capabilities of every local file object.
+pub const CAPABILITIES: &[&str] = &[
+    cap::FINGERPRINT,
+    cap::CHEAP_FINGERPRINT,
+    cap::DIFF,
+    cap::CREATE,
+];
+
+/// The owner marker `create` writes at a directory's root (the host's walk
+/// skips it).
+pub const OWNER_MARKER: &str = ".tether-owner";
+
+/// Schemes of object stores, refused as "not supported yet" rather than
+/// "invalid": the locator is right, this build is not.
+const OBJECT_STORE_SCHEMES: &[&str] = &[
+    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https",
+];
+
+#[derive(Deserialize)]
+struct Marker {
+    owner: String,
+}
+
+/// The local path a locator names: `uri` (or `path`), `file://` folded,
+/// absolute. Not resolved: the host does that (`tree::realpath`).
+fn local_path(locator: &Value) -> Result<String> {
+    let raw = ["uri", "path"]
+        .iter()
+        .find_map(|k| locator.get(*k))
+        .ok_or_else(|| Error::invalid("a file locator needs `uri` (a local path)"))?
+        .as_str()
+        .ok_or_else(|| Error::invalid("locator `uri` must be a string"))?;
+    let path = if let Some(rest) = raw.strip_prefix("file://") {
+        rest.strip_prefix("localhost").unwrap_or(rest)
+    } else if let Some((scheme, _)) = raw.split_once("://") {
+        let scheme = scheme.to_ascii_lowercase();
+        if OBJECT_STORE_SCHEMES.contains(&scheme.as_str()) {
+            return Err(Error::Capability(format!(
+                "{raw}: {scheme}:// object stores are not supported by this build of the \
+                 file backend yet; only local paths are"
+            )));
+        }
+        return Err(Error::invalid(format!(
+            "{raw}: unknown scheme {scheme}://; the file backend takes a local path"
+        )));
+    } else {
+        raw
+    };
+    if !path.starts_with('/') {
+        return Err(Error::invalid(format!(
+            "{raw:?} is not an absolute local path (file:///path or /path); relative paths \
+             are resolved when the object is added"
+        )));
+    }
+    Ok(path.to_owned())
+}
+
+/// The file backend. Stateless: everything is on disk, read by the host.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FileBackend;
+
+impl FileBackend {
+    /// The state of whatever is at `path` now.
+    fn state_at(path: &str) -> Result<Value> {
+        let real = tree::realpath(path)?;
+        match tree::stat(&real)? {
+            None => Err(Error::not_found(format!("nothing at {path}"))),
+            Some(e) => match e.kind {
+                EntryKind::File => Ok(json!({
+                    "type": "file",
+                    "size": e.size,
+                    "sha256": tree::hash_file(&real)?,
+                })),
+                EntryKind::Dir => Ok(DirListing::walk(&real)?.state()),
+                EntryKind::Symlink => Err(Error::not_found(format!(
+                    "{path} is a dangling symlink (to {})",
+                    e.link_target.unwrap_or_default()
+                ))),
+            },
+        }
+    }
+
+    fn read_owner(path: &str) -> Result<Option<String>> {
+        match tree::stat(path)? {
+            Some(e) if e.kind == EntryKind::Dir => {}
+            _ => return Ok(None),
+        }
+        let bucket = Bucket::open(path)?;
+        Ok(bucket
+            .get_json::<Marker>(OWNER_MARKER)?
+            .map(|m| m.value.owner))
+    }
+}
+
+impl Backend for FileBackend {
+    fn describe(&self) -> Descriptor {
+        let keys = || vec!["uri".to_owned(), "path".to_owned()];
+        Descriptor {
+            local_path_keys: keys(),
+            storage_keys: keys(),
+            tree_keys: keys(),
+            ..descriptor("file", CAPABILITIES)
+        }
+    }
+
+    fn validate_locator(&self, locator: &Value) -> Result<()> {
+        local_path(locator).map(|_| ())
+    }
+
+    fn identity(&self, locator: &Value) -> Result<Value> {
+        let path = local_path(locator)?;
+        Ok(json!({ "uri": tree::realpath(&path)? }))
+    }
+
+    fn effective_capabilities(&self, locator: &Value, _policy: &Value) -> Result<Vec<String>> {
+        // Local paths are always Observed; `local_path` refuses the rest.
+        local_path(locator)?;
+        Ok(self.describe().capabilities)
+    }
+
+    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+        if let Some(name) = working_ref {
+            return Err(Error::Capability(format!(
+                "the file backend has no working refs (asked for {name})"
+            )));
+        }
+        Self::state_at(&local_path(locator)?)
+    }
+
+    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+        if state.get("type").and_then(Value::as_str) != Some("dir") {
+            return Ok(None);
+        }
+        let path = local_path(locator)?;
+        let real = tree::realpath(&path)?;
+        match tree::stat(&real)? {
+            Some(e) if e.kind == EntryKind::Dir => {}
+            _ => return Ok(None),
+        }
+        let listing = DirListing::walk(&real)?;
+        // Only the current content can be listed: say nothing about a past one.
+        Ok(
+            (listing.digest() == state.get("digest").and_then(Value::as_str).unwrap_or(""))
+                .then(|| listing.to_jsonl()),
+        )
+    }
+
+    fn diff(
+        &self,
+        _locator: &Value,
+        a: &Value,
+        b: &Value,
+        listing_a: Option<&str>,
+        listing_b: Option<&str>,
+    ) -> Result<ObjectDiff> {
+        state::diff(a, b, listing_a, listing_b)
+    }
+
+    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+        let path = local_path(locator)?;
+        let refuse = || {
+            Error::backend(format!(
+                "{path} already exists; create never adopts an existing directory"
+            ))
+        };
+        if tree::stat(&path)?.is_some() {
+            return Err(refuse());
+        }
+        // The create-only marker claims the directory (storage makes it), so of
+        // two racing creates one fails here.
+        let bucket = Bucket::open(&path)?;
+        bucket
+            .put_json(OWNER_MARKER, &json!({ "owner": owner }), PutMode::Create)
+            .map_err(|e| match e {
+                StorageError::AlreadyExists(_) => refuse(),
+                e => e.into(),
+            })?;
+        Self::state_at(&path)
+    }
+
+    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+        Self::read_owner(&local_path(locator)?)
+    }
+
+    fn is_ref_empty(&self, locator: &Value, _ignoring: &[String]) -> Result<Option<bool>> {
+        // No refs here: empty means no data but the marker.
+        let path = local_path(locator)?;
+        match tree::stat(&path)? {
+            None => Ok(Some(true)),
+            Some(e) if e.kind == EntryKind::Dir => Ok(Some(tree::is_empty(&path)?)),
+            Some(_) => Ok(Some(false)),
+        }
+    }
+
+    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+        let path = local_path(locator)?;
+        if tree::stat(&path)?.is_none() {
+            return Ok(());
+        }
+        // Re-check right before the irreversible step: the marker, then emptiness.
+        match Self::read_owner(&path)? {
+            Some(o) if o == owner => {}
+            Some(o) => {
+                return Err(Error::backend(format!(
+                    "{path} is owned by {o}, not {owner}; not deleting"
+                )));
+            }
+            None => {
+                return Err(Error::backend(format!(
+                    "{path} has no owner marker; tether did not create it, not deleting"
+                )));
+            }
+        }
+        if !tree::is_empty(&path)? {
+            return Err(Error::backend(format!(
+                "{path} holds files; they are data, not deleting"
+            )));
+        }
+        let bucket = Bucket::open(&path)?;
+        bucket.delete(OWNER_MARKER)?;
+        match tree::remove_empty_dir(&path) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // Something arrived since the check: keep the store claimed.
+                let _ = bucket.put_json(OWNER_MARKER, &json!({ "owner": owner }), PutMode::Create);
+                Err(Error::backend(format!(
+                    "{path} could not be removed ({e}); kept it and its owner marker"
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "export")]
+tether_sdk::export!(FileBackend, harness: FileHarness);
