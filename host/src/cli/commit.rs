@@ -90,15 +90,24 @@ fn print_report(r: &CommitReport, json: bool) -> Result<()> {
     if json {
         return print_json(r);
     }
+    // As the spec prints it: pins first, then recorded states; unchanged
+    // objects only when nothing else was committed.
     for (key, pin) in &r.pinned {
-        match pin {
-            Some(reference) => println!("pinned {key} -> {reference}"),
-            None if r.unrecoverable.contains(key) => println!("recorded {key} (not recoverable)"),
-            None => println!("recorded {key}"),
+        if let Some(reference) = pin {
+            println!("pinned {key} -> {reference}");
         }
     }
-    for key in &r.unchanged {
-        println!("unchanged {key}");
+    for (key, _) in r.pinned.iter().filter(|(_, pin)| pin.is_none()) {
+        if r.unrecoverable.contains(key) {
+            println!("recorded {key} (not recoverable)");
+        } else {
+            println!("recorded {key}");
+        }
+    }
+    if r.pinned.is_empty() {
+        for key in &r.unchanged {
+            println!("unchanged {key}");
+        }
     }
     match &r.vcs_commit {
         Some(c) => println!("committed {}", &c[..c.len().min(12)]),
