@@ -1,0 +1,343 @@
+//! Shared support for the CLI tests (`pinning_loop`, `bad_input`): a dataset
+//! in a fresh git repository with a private git identity, a runner for the
+//! `tether` binary, memory stores kept in a local directory and written with
+//! plain file writes, and a digest of everything a refused command must not
+//! touch.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tempfile::TempDir;
+use tether::model::canonical;
+pub use tether_testkit::describe;
+
+/// A dataset under test: `<tmp>/ds` is a git repository (`git init -b
+/// main`), `<tmp>/data` holds the data it tracks, `<tmp>/home` the private
+/// git configuration every command here runs with.
+pub struct Dataset {
+    tmp: TempDir,
+}
+
+impl Dataset {
+    /// A fresh git repository, not yet a dataset.
+    pub fn new() -> Dataset {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let d = Dataset { tmp };
+        std::fs::create_dir_all(d.home()).unwrap();
+        std::fs::create_dir_all(d.data()).unwrap();
+        std::fs::write(
+            d.home().join(".gitconfig"),
+            "[user]\n\tname = Tether Test\n\temail = test@tether.invalid\n\
+             [init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n",
+        )
+        .unwrap();
+        let out = d
+            .command("git", d.tmp.path())
+            .args(["init", "-q", "-b", "main", "ds"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git init: {}", describe(&out));
+        d
+    }
+
+    /// A fresh dataset: `new` plus `tether init`.
+    pub fn init() -> Dataset {
+        let d = Dataset::new();
+        d.ok(&["init"]);
+        d
+    }
+
+    /// The dataset (and git) root.
+    pub fn root(&self) -> PathBuf {
+        self.tmp.path().join("ds")
+    }
+
+    /// Where the tracked data lives, outside the repository.
+    pub fn data(&self) -> PathBuf {
+        self.tmp.path().join("data")
+    }
+
+    pub fn tmp(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn home(&self) -> PathBuf {
+        self.tmp.path().join("home")
+    }
+
+    /// A command with this dataset's environment: the private git identity,
+    /// the shared compiled-plugin cache, nothing of the caller's tether or
+    /// git settings.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(dir)
+            .env("HOME", self.home())
+            .env("GIT_CONFIG_GLOBAL", self.home().join(".gitconfig"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
+            .env_remove("TETHER_REV")
+            .env_remove("RUST_LOG")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE");
+        c
+    }
+
+    /// Run `tether ARGS` in the dataset root.
+    pub fn tether(&self, args: &[&str]) -> Output {
+        self.tether_in(&self.root(), args)
+    }
+
+    /// Run `tether ARGS` in `dir`.
+    pub fn tether_in(&self, dir: &Path, args: &[&str]) -> Output {
+        self.command(env!("CARGO_BIN_EXE_tether"), dir)
+            .args(args)
+            .output()
+            .expect("run tether")
+    }
+
+    /// Run `tether ARGS`, require exit 0, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.tether(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "tether {} should succeed:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        stdout(&out)
+    }
+
+    /// Run `git ARGS` in the dataset root, require success, return stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = self
+            .command("git", &self.root())
+            .args(args)
+            .output()
+            .expect("run git");
+        assert!(
+            out.status.success(),
+            "git {}:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        stdout(&out)
+    }
+
+    /// The full id of `rev`.
+    pub fn rev(&self, rev: &str) -> String {
+        self.git(&["rev-parse", rev]).trim().to_string()
+    }
+
+    /// The dataset id from `tether.toml`.
+    pub fn dataset_id(&self) -> String {
+        let text = std::fs::read_to_string(self.root().join("tether.toml")).unwrap();
+        let cfg: toml::Value = toml::from_str(&text).unwrap();
+        cfg["dataset"]["id"]
+            .as_str()
+            .expect("[dataset] id")
+            .to_string()
+    }
+
+    /// A manifest, parsed.
+    pub fn manifest(&self, key: &str) -> toml::Value {
+        let path = self
+            .root()
+            .join(".tether/objects")
+            .join(format!("{key}.toml"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        toml::from_str(&text).unwrap()
+    }
+
+    /// A memory store kept in `<tmp>/data/<name>`, created with its initial
+    /// snapshot on `main`.
+    pub fn memory_store(&self, name: &str) -> MemoryStore {
+        MemoryStore::create(&self.data().join(name))
+    }
+
+    /// `tether add KEY --kind memory --set system=<store>`.
+    pub fn add_memory(&self, key: &str, store: &MemoryStore) {
+        let system = format!("system={}", store.root.display());
+        let out = self.ok(&["add", key, "--kind", "memory", "--set", &system]);
+        assert_eq!(out, format!("added {key} [memory]\n"));
+    }
+
+    /// A digest of everything a refused command must leave alone: the
+    /// `.tether/` tree and `tether.toml` byte for byte (the checkout lock's
+    /// content is the last holder's pid, so only its existence counts), git's
+    /// HEAD, branches and index.
+    pub fn written(&self) -> String {
+        let mut h = Sha256::new();
+        let root = self.root();
+        for rel in files_under(&root, &root.join(".tether")) {
+            h.update(rel.as_bytes());
+            h.update([0]);
+            if rel != ".tether/lock" {
+                h.update(std::fs::read(root.join(&rel)).unwrap());
+            }
+            h.update([0]);
+        }
+        h.update(std::fs::read(root.join("tether.toml")).unwrap_or_default());
+        for args in [
+            &["rev-parse", "--verify", "-q", "HEAD"][..],
+            &["symbolic-ref", "-q", "HEAD"],
+            &["show-ref"],
+            &["ls-files", "-s"],
+        ] {
+            let out = self.command("git", &root).args(args).output().unwrap();
+            h.update(&out.stdout);
+        }
+        hex::encode(h.finalize())
+    }
+}
+
+impl Default for Dataset {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Every file under `dir`, as sorted `/`-separated paths relative to `base`.
+pub fn files_under(base: &Path, dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(base).unwrap();
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Output lines, trailing whitespace trimmed.
+pub fn lines(text: &str) -> Vec<String> {
+    text.lines().map(|l| l.trim_end().to_string()).collect()
+}
+
+/// Whether `s` is `n` lowercase hex digits.
+pub fn is_hex(s: &str, n: usize) -> bool {
+    s.len() == n
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A memory-backend store in a local directory, read and written with plain
+/// file writes in the layout `plugins/memory/src/lib.rs` documents.
+pub struct MemoryStore {
+    pub root: PathBuf,
+}
+
+impl MemoryStore {
+    /// The initial snapshot, with `main` on it.
+    pub fn create(root: &Path) -> MemoryStore {
+        let s = MemoryStore {
+            root: root.to_path_buf(),
+        };
+        let id =
+            s.write_snapshot(&json!({"message": "initial snapshot", "parents": [], "payload": {}}));
+        s.set_branch("main", &id);
+        s
+    }
+
+    fn write_snapshot(&self, snap: &Value) -> String {
+        let text = canonical::to_string(snap);
+        let id = hex::encode(Sha256::digest(text.as_bytes()))[..20].to_string();
+        let path = self.root.join("snapshots").join(format!("{id}.json"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        id
+    }
+
+    fn ref_path(&self, kind: &str, name: &str) -> PathBuf {
+        self.root
+            .join("refs")
+            .join(kind)
+            .join(format!("{name}.json"))
+    }
+
+    pub fn set_branch(&self, name: &str, snapshot_id: &str) {
+        let path = self.ref_path("branches", name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, json!({"snapshot_id": snapshot_id}).to_string()).unwrap();
+    }
+
+    fn read_ref(&self, kind: &str, name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.ref_path(kind, name)).ok()?;
+        let v: Value = serde_json::from_str(&text).expect("a ref file is JSON");
+        Some(v["snapshot_id"].as_str().expect("snapshot_id").to_string())
+    }
+
+    /// The snapshot `main` holds.
+    pub fn head(&self) -> String {
+        self.read_ref("branches", "main").expect("main exists")
+    }
+
+    /// Write a new state on `main`: a child snapshot of the head holding
+    /// `payload`, then move `main` onto it. Returns the new snapshot id.
+    pub fn write(&self, payload: Value, message: &str) -> String {
+        let head = self.head();
+        let id = self
+            .write_snapshot(&json!({"message": message, "parents": [head], "payload": payload}));
+        self.set_branch("main", &id);
+        id
+    }
+
+    /// The payload of a snapshot.
+    pub fn payload(&self, snapshot_id: &str) -> Value {
+        let path = self
+            .root
+            .join("snapshots")
+            .join(format!("{snapshot_id}.json"));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v["payload"].clone()
+    }
+
+    /// The snapshot a tag names, if the tag exists.
+    pub fn tag(&self, name: &str) -> Option<String> {
+        self.read_ref("tags", name)
+    }
+
+    /// Every tag, sorted.
+    pub fn tags(&self) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(self.root.join("refs/tags"))
+            .map(|rd| {
+                rd.filter_map(|e| {
+                    let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".json").map(str::to_string)
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Delete a tag behind tether's back.
+    pub fn delete_tag(&self, name: &str) {
+        std::fs::remove_file(self.ref_path("tags", name)).expect("the tag exists");
+    }
+}
