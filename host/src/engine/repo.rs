@@ -213,8 +213,12 @@ impl Repo {
         Ok(self.client_for(&plugin, &Value::Object(manifest.locator.clone())))
     }
 
+    /// Local file hashes are cached across commands in the dataset's
+    /// `.tether/cache/file-hashes.json` (spec/11, `file`).
     pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
-        plugin.object(locator, &self.backend_config(plugin.kind()))
+        plugin
+            .object(locator, &self.backend_config(plugin.kind()))
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
     }
 
     /// The capabilities of an object under its policy, as the host derives
