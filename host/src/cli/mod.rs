@@ -5,11 +5,13 @@ mod add;
 mod backends;
 mod commit;
 mod init;
+mod open;
 mod output;
 mod remove;
 mod set;
 mod snapshot;
 mod status;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -28,6 +30,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: a variant's size costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Make a dataset of an existing git or jj repository.
@@ -46,6 +50,10 @@ enum Command {
     Snapshot(snapshot::Args),
     /// Pin mutable objects and record their state in the manifests, then commit them.
     Commit(commit::Args),
+    /// Print a native handle for an object (address on stdout).
+    Open(open::Args),
+    /// Check that recorded states and pins still resolve.
+    Verify(verify::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -77,6 +85,8 @@ pub fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Snapshot(args) => snapshot::run(args).await,
             Command::Commit(args) => commit::run(args).await,
+            Command::Open(args) => open::run(args).await,
+            Command::Verify(args) => verify::run(args).await,
         }
     });
     match result {

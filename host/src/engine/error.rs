@@ -51,6 +51,20 @@ pub enum TetherError {
         "[{key}] immutable object '{key}' changed since it was committed; re-register with acceptance to record the new state"
     )]
     ImmutableModified { key: String },
+    /// A pin that points at another state than its manifest records
+    /// (`PinDriftError`): reading it would hand back the wrong data under a
+    /// commit's name.
+    #[error(
+        "{key}: pin {pin_ref} has moved ({detail}); it no longer holds the state {rev} recorded, \
+         so tether refuses to read it. `tether verify -r {rev}` reports it; put the ref back \
+         where the manifest says, or re-register the object"
+    )]
+    PinDrift {
+        key: String,
+        rev: String,
+        pin_ref: String,
+        detail: String,
+    },
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -70,6 +84,7 @@ impl TetherError {
             TetherError::MultiObject(_) => "MultiObjectError",
             TetherError::UnknownKind { .. } | TetherError::KeyTaken { .. } => "ConfigError",
             TetherError::ImmutableModified { .. } => "ImmutableObjectModified",
+            TetherError::PinDrift { .. } => "PinDriftError",
             _ => "TetherError",
         }
     }

@@ -7,11 +7,13 @@ mod checker;
 pub mod commit;
 pub mod error;
 pub mod init;
+pub mod open;
 pub mod remove;
 pub mod repo;
 pub mod set;
 pub mod snapshot;
 pub mod status;
+pub mod verify;
 
 pub use error::{Result, TetherError};
 pub use repo::Repo;

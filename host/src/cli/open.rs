@@ -1,0 +1,55 @@
+//! `tether open KEY [-r REV] [--read-only | --writable] [--with-password]`.
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::Repo;
+use crate::engine::open::{self, Access, OpenOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The object to open.
+    key: String,
+    /// Open read-only at this revision's pinned state (default: $TETHER_REV).
+    #[arg(short, long, env = "TETHER_REV", value_name = "REV")]
+    rev: Option<String>,
+    /// Force read-only.
+    #[arg(long, conflicts_with = "writable")]
+    read_only: bool,
+    /// Force writable.
+    #[arg(long)]
+    writable: bool,
+    /// Print a connection URL with its password; never honoured under --json.
+    #[arg(long)]
+    with_password: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let access = if args.read_only {
+        Access::ReadOnly
+    } else if args.writable {
+        Access::Writable
+    } else {
+        Access::Default
+    };
+    let opts = OpenOptions {
+        key: args.key,
+        rev: args.rev,
+        access,
+        with_password: args.with_password && !args.json,
+    };
+    let opened = open::open(&repo, &opts).await?;
+    for w in &opened.warnings {
+        eprintln!("warning: {w}");
+    }
+    if args.json {
+        print_json(&opened)?;
+    } else {
+        println!("{}", opened.address);
+    }
+    Ok(Exit::Ok)
+}

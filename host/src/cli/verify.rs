@@ -1,0 +1,74 @@
+//! `tether verify [KEY...] [-r REV] [--all-history] [--deep]`.
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::Repo;
+use crate::engine::verify::{self, VerifyOptions, VerifyResult};
+use crate::plugin::VerifyStatus;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Objects to verify (exact keys or `prefix/`); all when none. With
+    /// --all-history, at every commit that has them.
+    keys: Vec<String>,
+    /// Verify the manifests at this revision.
+    #[arg(short, long, value_name = "REV", conflicts_with = "all_history")]
+    rev: Option<String>,
+    /// Verify every commit in the repository.
+    #[arg(long)]
+    all_history: bool,
+    /// Actually open recorded states (resolves `unknown`).
+    #[arg(long)]
+    deep: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let opts = VerifyOptions {
+        keys: args.keys,
+        rev: args.rev,
+        all_history: args.all_history,
+        deep: args.deep,
+    };
+    let result = verify::verify(&repo, &opts).await?;
+    if args.json {
+        print_json(&result)?;
+    } else {
+        print_human(&result);
+    }
+    Ok(if result.all_ok() {
+        Exit::Ok
+    } else {
+        Exit::Failed
+    })
+}
+
+fn status_word(s: VerifyStatus) -> &'static str {
+    match s {
+        VerifyStatus::Ok => "ok",
+        VerifyStatus::Drifted => "drifted",
+        VerifyStatus::Missing => "missing",
+        VerifyStatus::Unknown => "unknown",
+    }
+}
+
+fn print_human(r: &VerifyResult) {
+    if r.reports.is_empty() {
+        println!("nothing to verify: no committed pin or recoverable state selected");
+        return;
+    }
+    for (label, report) in &r.reports {
+        let word = status_word(report.status);
+        // A pin living under a later generation is worth saying even when ok.
+        let generation = report.message.contains("pinned as");
+        if report.status == VerifyStatus::Ok && !generation {
+            println!("{word} {label}");
+        } else {
+            println!("{word} {label}: {}", report.message);
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! `tether verify [KEY...] [-r REV] [--all-history] [--deep]`: do the pins
+//! and recorded states the manifests name still resolve to what they record?
+//!
+//! - Which manifests: the working tree's (labels `key`), one commit's with
+//!   `-r REV`, or every commit of visible history with `--all-history`
+//!   (labels `<rev12>:<key>`). History is read in one streaming walk
+//!   ([`Vcs::history`](crate::vcs::Vcs::history)); a commit whose manifests
+//!   are byte-identical to one already read is not parsed again.
+//! - Which objects: per "Selecting objects" in the spec, from the manifests
+//!   read (with `--all-history`, from every key history has had).
+//! - Each distinct `(kind, locator, state, pin)` is verified once, however
+//!   many commits hold it, and its report is given under every label. The
+//!   calls fan out concurrently, in bounded batches.
+//! - What is not verified: an object never committed (no state yet) has
+//!   nothing to check, and an Observed object recorded unrecoverably has only
+//!   a digest, which no store can resolve (spec 05: "cannot be opened at a
+//!   revision"). Both are left out of the report rather than counted
+//!   `unknown`, as the spec's own examples do (`raw/plate1` is not listed);
+//!   `status --snapshot` is what catches an Observed object's drift.
+//! - A recorded (pin-less, recoverable) state is `unknown` unless `--deep`:
+//!   the backend decides, since only it knows how to open a state.
+//!
+//! The report is `ok`, `drifted`, `missing` or `unknown` per label; the CLI
+//! exits 1 when any is not `ok`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::{Result, TetherError};
+use super::repo::Repo;
+use crate::model::{Manifest, key};
+use crate::plugin::{BackendError, PinRef, VerifyReport, VerifyStatus, fan_out};
+use crate::vcs::CommitId;
+
+/// How many verify calls run at once: well under the runtime's instance pool.
+const BATCH: usize = 32;
+
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    pub keys: Vec<String>,
+    pub rev: Option<String>,
+    pub all_history: bool,
+    pub deep: bool,
+}
+
+/// One label's result (`{"status", "message"}` in `--json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelReport {
+    pub status: VerifyStatus,
+    pub message: String,
+}
+
+/// Label → report, in label order.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(transparent)]
+pub struct VerifyResult {
+    pub reports: BTreeMap<String, LabelReport>,
+}
+
+impl VerifyResult {
+    /// Whether every report is `ok` (`unknown` is not).
+    pub fn all_ok(&self) -> bool {
+        self.reports.values().all(|r| r.status == VerifyStatus::Ok)
+    }
+}
+
+/// What one check is about: the same object state at any number of labels.
+#[derive(Debug, Clone)]
+struct Subject {
+    key: String,
+    manifest: Manifest,
+    labels: Vec<String>,
+}
+
+/// Whether a committed manifest names anything a store could confirm.
+fn verifiable(m: &Manifest) -> bool {
+    m.state.is_some() && (m.pin.is_some() || m.recoverable)
+}
+
+/// The manifest's pin as the contract passes it.
+pub fn pin_ref(m: &Manifest) -> Option<PinRef> {
+    m.pin.as_ref().map(|p| PinRef {
+        id: p.id.clone(),
+        ref_name: p.r#ref.clone(),
+        created: p.created,
+    })
+}
+
+/// What identifies one check: the same kind, locator, state and pin are the
+/// same question to the store.
+fn subject_id(m: &Manifest) -> String {
+    serde_json::json!([
+        m.kind,
+        Value::Object(m.locator.clone()),
+        m.state.clone().map(Value::Object),
+        m.pin.as_ref().map(|p| &p.r#ref),
+    ])
+    .to_string()
+}
+
+pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
+    if opts.all_history && opts.rev.is_some() {
+        return Err(TetherError::Refused(
+            "--rev and --all-history select different manifests: give one".into(),
+        ));
+    }
+    let mut subjects: Vec<Subject> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut add = |key: &str, m: &Manifest, label: String| {
+        if !verifiable(m) {
+            return;
+        }
+        let id = subject_id(m);
+        let i = *index.entry(id).or_insert_with(|| {
+            subjects.push(Subject {
+                key: key.to_string(),
+                manifest: m.clone(),
+                labels: Vec::new(),
+            });
+            subjects.len() - 1
+        });
+        subjects[i].labels.push(label);
+    };
+    if opts.all_history {
+        let commits = history_manifests(repo)?;
+        let every_key: BTreeSet<&str> = commits
+            .iter()
+            .flat_map(|(_, ms)| ms.keys().map(String::as_str))
+            .collect();
+        let chosen: BTreeSet<String> = key::select_keys(&opts.keys, every_key)?
+            .into_iter()
+            .collect();
+        for (commit, manifests) in &commits {
+            for (k, m) in manifests.iter() {
+                if chosen.contains(k) {
+                    add(k, m, format!("{}:{k}", commit.short12()));
+                }
+            }
+        }
+    } else {
+        let (manifests, prefix) = match &opts.rev {
+            Some(rev) => {
+                let commit = repo.vcs.resolve(rev)?;
+                let prefix = format!("{}:", commit.short12());
+                (repo.manifests_at(&commit)?, prefix)
+            }
+            None => (repo.manifests()?, String::new()),
+        };
+        let chosen = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
+        for k in &chosen {
+            add(k, &manifests[k], format!("{prefix}{k}"));
+        }
+    }
+
+    let mut result = VerifyResult::default();
+    let mut pending = subjects.into_iter().peekable();
+    while pending.peek().is_some() {
+        let batch: Vec<Subject> = pending.by_ref().take(BATCH).collect();
+        let mut calls = Vec::new();
+        let mut labels = Vec::new();
+        for (i, s) in batch.into_iter().enumerate() {
+            let outcome = match repo.client(&s.manifest).await {
+                Ok(client) => {
+                    let state = Value::Object(s.manifest.state.clone().unwrap_or_default());
+                    let pin = pin_ref(&s.manifest);
+                    let deep = opts.deep;
+                    Some(async move { client.verify(&state, pin.as_ref(), deep).await })
+                }
+                // A kind this tether cannot run is an answer for its labels,
+                // not a failure of the whole report.
+                Err(e @ TetherError::UnknownKind { .. }) => {
+                    for label in &s.labels {
+                        result.reports.insert(
+                            label.clone(),
+                            LabelReport {
+                                status: VerifyStatus::Unknown,
+                                message: e.to_string(),
+                            },
+                        );
+                    }
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(call) = outcome {
+                calls.push((i, call));
+                labels.push((s.key, s.labels));
+            }
+        }
+        for ((_, outcome), (key, labels)) in fan_out(calls).await.results.into_iter().zip(labels) {
+            let report = to_label_report(&key, outcome);
+            for label in labels {
+                result.reports.insert(label, report.clone());
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// A backend's answer, or its failure as a report: a store that cannot be
+/// reached at all says the pin is `missing` when it is gone, and `unknown`
+/// when the question could not be asked.
+fn to_label_report(
+    key: &str,
+    outcome: std::result::Result<VerifyReport, BackendError>,
+) -> LabelReport {
+    match outcome {
+        Ok(r) => LabelReport {
+            status: r.status,
+            message: r.message,
+        },
+        Err(BackendError::NotFound(what)) => LabelReport {
+            status: VerifyStatus::Missing,
+            message: format!("not found: {what}"),
+        },
+        Err(e) => LabelReport {
+            status: VerifyStatus::Unknown,
+            message: format!("{key}: could not verify: {e}"),
+        },
+    }
+}
+
+/// Every visible commit's manifests, newest first, from one history walk.
+/// Manifest sets are parsed once per distinct content (`files_id`).
+fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, BTreeMap<String, Manifest>)>> {
+    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+    let mut parsed: HashMap<String, BTreeMap<String, Manifest>> = HashMap::new();
+    let mut out = Vec::new();
+    for commit in repo.vcs.history(&prefix)? {
+        let commit = commit?;
+        let Some(files_id) = commit.files_id.clone() else {
+            continue;
+        };
+        let manifests = match parsed.get(&files_id) {
+            Some(m) => m.clone(),
+            None => {
+                let m = parse_manifest_files(&prefix, &commit.files)?;
+                parsed.insert(files_id, m.clone());
+                m
+            }
+        };
+        if !manifests.is_empty() {
+            out.push((commit.id, manifests));
+        }
+    }
+    Ok(out)
+}
+
+/// Manifests from `path → bytes` under the objects prefix.
+pub(crate) fn parse_manifest_files(
+    prefix: &str,
+    files: &crate::vcs::FileMap,
+) -> Result<BTreeMap<String, Manifest>> {
+    let mut out = BTreeMap::new();
+    for (path, bytes) in files {
+        let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
+            continue;
+        };
+        let Some(key) = rel.strip_suffix(".toml") else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(bytes);
+        let m = Manifest::parse(&text, key, Path::new(path))?;
+        out.insert(key.to_string(), m);
+    }
+    Ok(out)
+}
