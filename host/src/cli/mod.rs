@@ -4,6 +4,7 @@
 mod add;
 mod backends;
 mod commit;
+mod diff;
 mod init;
 mod open;
 mod output;
@@ -54,6 +55,8 @@ enum Command {
     Open(open::Args),
     /// Check that recorded states and pins still resolve.
     Verify(verify::Args),
+    /// Show object-level manifest differences between two revisions.
+    Diff(diff::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
             Command::Commit(args) => commit::run(args).await,
             Command::Open(args) => open::run(args).await,
             Command::Verify(args) => verify::run(args).await,
+            Command::Diff(args) => diff::run(args).await,
         }
     });
     match result {

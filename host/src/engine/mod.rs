@@ -5,6 +5,7 @@ pub mod add;
 pub mod backends;
 mod checker;
 pub mod commit;
+pub mod diff;
 pub mod error;
 pub mod init;
 pub mod open;
