@@ -6,7 +6,9 @@ mod backends;
 mod commit;
 mod diff;
 mod init;
+mod log;
 mod open;
+mod ops;
 mod output;
 mod remove;
 mod set;
@@ -57,6 +59,10 @@ enum Command {
     Verify(verify::Args),
     /// Show object-level manifest differences between two revisions.
     Diff(diff::Args),
+    /// List an object's native history, newest first.
+    Log(log::Args),
+    /// Show this checkout's operation log.
+    Ops(ops::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -91,6 +97,8 @@ pub fn main() -> ExitCode {
             Command::Open(args) => open::run(args).await,
             Command::Verify(args) => verify::run(args).await,
             Command::Diff(args) => diff::run(args).await,
+            Command::Log(args) => log::run(args).await,
+            Command::Ops(args) => ops::run(args).await,
         }
     });
     match result {

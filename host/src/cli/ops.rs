@@ -1,0 +1,38 @@
+//! `tether ops [-n N]`.
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::{Repo, ops};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Show the newest N entries.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    limit: usize,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let entries = ops::ops(&repo, args.limit).await?;
+    if args.json {
+        print_json(&entries)?;
+        return Ok(Exit::Ok);
+    }
+    if entries.is_empty() {
+        println!("no operations in this checkout's log");
+    }
+    for e in &entries {
+        let mut parts = vec![e.id.clone(), e.at.clone(), e.command.clone()];
+        let what = ops::describe(e);
+        if !what.is_empty() {
+            parts.push(what);
+        }
+        parts.extend(e.flags());
+        println!("{}", parts.join("  "));
+    }
+    Ok(Exit::Ok)
+}
