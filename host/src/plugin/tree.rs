@@ -389,11 +389,11 @@ fn describe(abs: &Path, path: String, lmd: &Metadata) -> Result<Option<Entry>, T
 /// Every entry under `root` (a real directory), in key order.
 fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
     let mut out = Vec::new();
-    walk_dir(root, root, "", &mut out)?;
+    walk_dir(root, "", &mut out)?;
     Ok(out)
 }
 
-fn walk_dir(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError> {
+fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError> {
     let reader = std::fs::read_dir(dir).map_err(|e| io_error("cannot read directory", dir, &e))?;
     let mut children: Vec<(String, bool)> = Vec::new();
     for item in reader {
@@ -429,7 +429,7 @@ fn walk_dir(root: &Path, dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<
         let rel_child = entry.path.clone();
         out.push(entry);
         if descend {
-            walk_dir(root, &abs, &rel_child, out)?;
+            walk_dir(&abs, &rel_child, out)?;
         }
     }
     Ok(())
