@@ -290,7 +290,7 @@ fn register_status_and_the_first_commit() {
         Some(head.clone()),
         "refs/tags/{pin}.json names the snapshot"
     );
-    assert_eq!(s.store.tags(), [pin.clone()]);
+    assert_eq!(s.store.tags(), std::slice::from_ref(&pin));
     let m = d.manifest("raw/plate1");
     assert_eq!(m["recoverable"].as_bool(), Some(false));
     assert!(m.get("pin").is_none(), "{m}");

@@ -234,11 +234,20 @@ fn test(extra: &[String]) -> Result<()> {
         .args(extra))
 }
 
-/// Benchmarks run in release mode; targets are printed beside the numbers.
+/// Benchmarks run in release mode; targets are printed beside the numbers:
+/// the plugin runtime, then whole `tether` commands.
 fn bench(extra: &[String]) -> Result<()> {
     setup()?;
     run(cargo()
         .current_dir(root())
-        .args(["bench", "-p", "tether", "--bench", "plugin_runtime"])
+        .args([
+            "bench",
+            "-p",
+            "tether",
+            "--bench",
+            "plugin_runtime",
+            "--bench",
+            "commands",
+        ])
         .args(extra))
 }

@@ -1,0 +1,249 @@
+//! Whole-command benchmark (`cargo xtask bench`): the release `tether`
+//! binary run end to end, each number the median of repeated runs, printed
+//! beside its target. Nothing here asserts on a timing.
+//!
+//! 1. `tether status` on 5 memory objects with a cached snapshot;
+//! 2. `tether status --snapshot` on a 100,000-file directory (`file`), cold
+//!    (empty hash cache) and warm;
+//! 3. `tether verify --all-history` on 200 commits x 5 memory objects.
+//!
+//! Plugin compilations are counted from the runtime's debug log
+//! (`RUST_LOG=tether=debug`, "loaded plugin component ... how=Compiled") in
+//! one extra, untimed run per scenario: the first command of the run fills an
+//! empty compiled-component cache, every later one should compile nothing.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Dataset, MemoryStore, describe};
+
+const OBJECTS: usize = 5;
+const COMMITS: usize = 200;
+const FILES: usize = 100_000;
+
+struct Bench {
+    /// An empty compiled-component cache for this run.
+    cache: tempfile::TempDir,
+}
+
+impl Bench {
+    fn run(&self, d: &Dataset, args: &[&str], log: bool) -> (Duration, Output) {
+        let mut cmd = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
+        cmd.args(args).env("TETHER_CACHE_DIR", self.cache.path());
+        if log {
+            cmd.env("RUST_LOG", "tether=debug");
+        }
+        let start = Instant::now();
+        let out = cmd.output().expect("run tether");
+        (start.elapsed(), out)
+    }
+
+    /// Run once, requiring success.
+    fn ok(&self, d: &Dataset, args: &[&str]) -> Output {
+        let (_, out) = self.run(d, args, false);
+        assert!(
+            out.status.success(),
+            "tether {}:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        out
+    }
+
+    /// The median wall time of `n` runs (after one warm-up run), each
+    /// required to exit `code`; `before` runs untimed before each.
+    fn median(
+        &self,
+        d: &Dataset,
+        args: &[&str],
+        n: usize,
+        code: i32,
+        mut before: impl FnMut(),
+    ) -> Duration {
+        let mut times = Vec::with_capacity(n);
+        for i in 0..=n {
+            before();
+            let (t, out) = self.run(d, args, false);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "tether {}:\n{}",
+                args.join(" "),
+                describe(&out)
+            );
+            if i > 0 {
+                times.push(t);
+            }
+        }
+        times.sort();
+        times[n / 2]
+    }
+
+    /// Plugin compilations (and cache loads) in one logged run of `args`.
+    fn compiles(&self, d: &Dataset, args: &[&str]) -> (usize, usize) {
+        let (_, out) = self.run(d, args, true);
+        let log = String::from_utf8_lossy(&out.stderr);
+        (
+            log.matches("how=Compiled").count(),
+            log.matches("how=FromCache").count(),
+        )
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn report(what: &str, t: Duration, target: &str, runs: usize) {
+    println!(
+        "{what:<52} {:>10.2} ms   {target}   (median of {runs})",
+        ms(t)
+    );
+}
+
+fn report_compiles(what: &str, (compiled, cached): (usize, usize)) {
+    println!(
+        "  plugin compilations in one more `{what}`: {compiled} (loaded from cache: {cached})   target: 0"
+    );
+}
+
+fn main() {
+    let b = Bench {
+        cache: tempfile::tempdir().expect("temp cache dir"),
+    };
+    println!(
+        "tether command benchmark ({})",
+        env!("CARGO_BIN_EXE_tether")
+    );
+
+    // 1. status on 5 memory objects with a cached snapshot.
+    let d = Dataset::init();
+    let stores: Vec<MemoryStore> = (0..OBJECTS)
+        .map(|i| {
+            let s = d.memory_store(&format!("store{i}"));
+            s.write(json!({"n": 0}), "first");
+            s
+        })
+        .collect();
+    for (i, s) in stores.iter().enumerate() {
+        let system = format!("system={}", s.root.display());
+        let args = [
+            "add",
+            &format!("obj{i}"),
+            "--kind",
+            "memory",
+            "--set",
+            &system,
+        ];
+        if i == 0 {
+            // The first command of the run fills the empty component cache.
+            let (compiled, cached) = b.compiles(&d, &args);
+            println!(
+                "first command (`tether add`, empty component cache): {compiled} plugin compilation(s), {cached} from cache"
+            );
+        } else {
+            b.ok(&d, &args);
+        }
+    }
+    b.ok(&d, &["commit", "-m", "baseline"]);
+    let t = b.median(&d, &["status"], 50, 0, || {});
+    report(
+        "status, 5 memory objects, cached snapshot",
+        t,
+        "target: <= 5 ms",
+        50,
+    );
+    report_compiles("tether status", b.compiles(&d, &["status"]));
+
+    // 2. status --snapshot on a 100,000-file directory.
+    let (_, backends) = b.run(&d, &["backends"], false);
+    let has_file = String::from_utf8_lossy(&backends.stdout)
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some("file"));
+    if has_file {
+        big_directory(&b);
+    } else {
+        println!(
+            "status --snapshot, {FILES} files: SKIPPED: this tether has no `file` backend (`tether backends`)"
+        );
+    }
+
+    // 3. verify --all-history on 200 commits x 5 objects.
+    let (_, help) = b.run(&d, &["verify", "--help"], false);
+    if !help.status.success() {
+        println!("verify --all-history: SKIPPED: this tether has no `verify` command");
+        return;
+    }
+    let start = Instant::now();
+    for c in 1..COMMITS {
+        for s in &stores {
+            s.write(json!({"n": c}), &format!("write {c}"));
+        }
+        b.ok(&d, &["commit", "-m", &format!("commit {c}")]);
+    }
+    let commits = d.git(&["rev-list", "--count", "HEAD"]);
+    println!(
+        "  (history: {} commits x {OBJECTS} objects built in {:.1} s)",
+        commits.trim(),
+        start.elapsed().as_secs_f64()
+    );
+    let t = b.median(&d, &["verify", "--all-history"], 10, 0, || {});
+    report(
+        &format!("verify --all-history, {COMMITS} commits x {OBJECTS} objects"),
+        t,
+        "target: <= 10 ms",
+        10,
+    );
+    report_compiles(
+        "tether verify --all-history",
+        b.compiles(&d, &["verify", "--all-history"]),
+    );
+}
+
+/// Scenario 2, in a dataset of its own.
+fn big_directory(b: &Bench) {
+    let d = Dataset::init();
+    let dir = d.data().join("big");
+    let start = Instant::now();
+    for i in 0..FILES {
+        let sub = dir.join(format!("d{:03}", i / 1000));
+        if i % 1000 == 0 {
+            std::fs::create_dir_all(&sub).unwrap();
+        }
+        std::fs::write(sub.join(format!("f{i:06}.bin")), format!("file {i}\n")).unwrap();
+    }
+    println!(
+        "  ({FILES} files written in {:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    b.ok(&d, &["add", "big", "--kind", "file", "../data/big"]);
+    // Files modified within two seconds of now are always re-read.
+    std::thread::sleep(Duration::from_millis(2100));
+    let hashes = d.root().join(".tether/cache/file-hashes.json");
+    let clear = |p: &Path| {
+        let _ = std::fs::remove_file(p);
+    };
+    let t = b.median(&d, &["status", "--snapshot"], 3, 0, || clear(&hashes));
+    report(
+        &format!("status --snapshot, {FILES} files, cold (no hash cache)"),
+        t,
+        "no target",
+        3,
+    );
+    let t = b.median(&d, &["status", "--snapshot"], 10, 0, || {});
+    report(
+        &format!("status --snapshot, {FILES} files, warm"),
+        t,
+        "target: <= 100 ms",
+        10,
+    );
+    report_compiles(
+        "tether status --snapshot",
+        b.compiles(&d, &["status", "--snapshot"]),
+    );
+}
