@@ -5,7 +5,7 @@
 //! layout (`plugins/memory/src/lib.rs`): `snapshots/<id>.json` and
 //! `refs/branches/main.json`; pins are `refs/tags/tether.<pin_id>.json`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -175,10 +175,6 @@ impl Store {
     }
 }
 
-fn exists(p: &Path) -> bool {
-    p.exists()
-}
-
 /// A dataset with one memory object `data`, committed twice: (env, store,
 /// (commit 1, pin ref 1, snapshot 1), (commit 2, pin ref 2, snapshot 2)).
 struct TwoCommits {
@@ -270,7 +266,7 @@ fn open_of_a_deleted_pin_falls_back_and_a_moved_pin_is_refused() {
     let t = two_commits();
     let sys = t.store.system();
     let tag1 = t.store.ref_path("tags", &t.pin1);
-    assert!(exists(&tag1), "{} was not created", tag1.display());
+    assert!(tag1.exists(), "{} was not created", tag1.display());
     // Deleted: the recorded state is addressable, so open falls back to it.
     std::fs::remove_file(&tag1).unwrap();
     let out = t.env.run(&["open", "data", "-r", &t.c1]);
@@ -303,10 +299,13 @@ fn verify_reports_ok_missing_and_drifted() {
         t.env.ok(&["verify", "-r", &t.c1]),
         format!("ok {c1}:data\n")
     );
-    // --all-history: every commit, each labelled.
+    // --all-history: every commit, each labelled, in label order (as the
+    // spec's examples print them).
+    let mut want = [format!("ok {c1}:data"), format!("ok {c2}:data")];
+    want.sort();
     assert_eq!(
         t.env.ok(&["verify", "--all-history"]),
-        format!("ok {c1}:data\nok {c2}:data\n")
+        format!("{}\n", want.join("\n"))
     );
     // Selection: an unknown key is an error naming it.
     let (_, err) = t.env.code(1, &["verify", "nope"]);
@@ -358,6 +357,38 @@ fn verify_all_history_checks_each_distinct_pin_once_per_label() {
     let v = t.env.json(&["verify", "--all-history", "more", "--json"]);
     assert_eq!(v.as_object().unwrap().len(), 1);
     assert_eq!(v[format!("{c3}:more")]["status"], json!("ok"));
+}
+
+#[test]
+fn a_recorded_state_is_unknown_without_deep_and_opens_at_its_state() {
+    let env = Env::new();
+    let store = env.store("store");
+    let s1 = store.write("one", json!({"k": "v1"}));
+    env.ok(&[
+        "add",
+        "rec",
+        "--kind",
+        "memory",
+        "--set",
+        &format!("system={}", store.system()),
+        "--pin",
+        "record",
+    ]);
+    let (c1, pinned) = env.commit("recorded");
+    assert_eq!(pinned["rec"], Value::Null);
+    let (out, _) = env.code(1, &["verify"]);
+    assert!(out.starts_with("unknown rec"), "{out}");
+    assert_eq!(env.ok(&["verify", "--deep"]), "ok rec\n");
+    // Addressable: a revision opens at the recorded state itself.
+    assert_eq!(
+        env.ok(&["open", "rec", "-r", &c1]).trim(),
+        format!("{}#{s1}", store.system())
+    );
+    // The state goes away: --deep says so.
+    std::fs::remove_file(store.dir.join("snapshots").join(format!("{s1}.json"))).unwrap();
+    let (out, _) = env.code(1, &["verify", "--deep", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["rec"]["status"], json!("missing"));
 }
 
 #[test]
