@@ -17,46 +17,75 @@ const CHILD_ENV: &str = "TETHER_BENCH_CHILD_CACHE";
 const CALLS: u32 = 5_000;
 
 fn memory_wasm() -> &'static [u8] {
-    builtin::by_crate("tether-plugin-memory").expect("the memory plugin is built in").wasm
+    builtin::by_crate("tether-plugin-memory")
+        .expect("the memory plugin is built in")
+        .wasm
 }
 
 fn runtime(cache_root: &Path) -> Runtime {
-    Runtime::new(RuntimeConfig { cache_root: cache_root.to_path_buf(), ..RuntimeConfig::default() })
-        .expect("start the runtime")
+    Runtime::new(RuntimeConfig {
+        cache_root: cache_root.to_path_buf(),
+        ..RuntimeConfig::default()
+    })
+    .expect("start the runtime")
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
     if let Some(cache) = std::env::var_os(CHILD_ENV) {
         // The second process: load from the cache and report the counters.
         let start = Instant::now();
         let runtime = runtime(Path::new(&cache));
-        rt.block_on(runtime.load_bytes(memory_wasm(), PluginSource::BuiltIn)).expect("load");
+        rt.block_on(runtime.load_bytes(memory_wasm(), PluginSource::BuiltIn))
+            .expect("load");
         let elapsed = start.elapsed();
         let stats = runtime.stats();
-        println!("{} {} {}", elapsed.as_micros(), stats.compiled, stats.loaded_from_cache);
+        println!(
+            "{} {} {}",
+            elapsed.as_micros(),
+            stats.compiled,
+            stats.loaded_from_cache
+        );
         return;
     }
 
     let cache = tempfile::tempdir().expect("temp cache dir");
-    println!("plugin runtime benchmark (memory plugin, {} bytes)", memory_wasm().len());
+    println!(
+        "plugin runtime benchmark (memory plugin, {} bytes)",
+        memory_wasm().len()
+    );
 
     // 1. First load into an empty cache.
     let start = Instant::now();
     let runtime = runtime(cache.path());
-    let plugin = rt.block_on(runtime.load_bytes(memory_wasm(), PluginSource::BuiltIn)).expect("load");
+    let plugin = rt
+        .block_on(runtime.load_bytes(memory_wasm(), PluginSource::BuiltIn))
+        .expect("load");
     let first = start.elapsed();
     assert_eq!(runtime.stats().compiled, 1, "the first load compiles");
-    println!("first load (compile + cache write):      {:>10.2} ms", ms(first));
+    println!(
+        "first load (compile + cache write):      {:>10.2} ms",
+        ms(first)
+    );
 
     // 2. A second process, same cache.
     let out = Command::new(std::env::current_exe().expect("current exe"))
         .env(CHILD_ENV, cache.path())
         .output()
         .expect("run the second process");
-    assert!(out.status.success(), "second process failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "second process failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    let fields: Vec<u64> = text.split_whitespace().map(|f| f.parse().expect("number")).collect();
+    let fields: Vec<u64> = text
+        .split_whitespace()
+        .map(|f| f.parse().expect("number"))
+        .collect();
     let (micros, compiled, cached) = (fields[0], fields[1], fields[2]);
     println!(
         "second process load (from cache):         {:>10.2} ms   compiled {compiled}, from cache {cached}   target: compiles nothing",
@@ -65,7 +94,9 @@ fn main() {
     assert_eq!(compiled, 0, "a second process must compile nothing");
 
     // 3. Instantiate + configure + fingerprint, one fresh store per call.
-    let harness = plugin.harness("memory://bench", &json!({})).expect("memory exports a harness");
+    let harness = plugin
+        .harness("memory://bench", &json!({}))
+        .expect("memory exports a harness");
     let locator = rt.block_on(harness.new_object()).expect("new object");
     let client = harness.object(&locator);
     rt.block_on(async {

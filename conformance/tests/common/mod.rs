@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+#[allow(unused_imports)] // each test binary uses a different part
 pub use tether_testkit::{cache_dir, describe};
 
 /// The memory plugin component `host/build.rs` built.
