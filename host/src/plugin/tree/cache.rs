@@ -307,6 +307,12 @@ impl CacheHandle {
         let seen: HashSet<&PathBuf> = seen.collect();
         self.with(|c| {
             let before = c.entries.len();
+            // The common case (every entry is one this walk saw) costs a count,
+            // not a scan with a path comparison per entry.
+            let present = seen.iter().filter(|p| c.entries.contains_key(**p)).count();
+            if present == before {
+                return;
+            }
             c.entries
                 .retain(|p, _| !p.starts_with(root) || p == root || seen.contains(p));
             if c.entries.len() != before {
