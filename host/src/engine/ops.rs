@@ -47,8 +47,20 @@ pub fn describe(e: &OpEntry) -> String {
     if let Some(pinned) = e.result.get("pinned").and_then(Value::as_object)
         && !pinned.is_empty()
     {
-        let keys: Vec<&str> = pinned.keys().map(String::as_str).collect();
-        parts.push(format!("pinned {}", keys.join(", ")));
+        // `commit` reports recorded objects with a null ref.
+        let (refs, recorded): (Vec<_>, Vec<_>) = pinned.iter().partition(|(_, r)| !r.is_null());
+        let names = |v: Vec<(&String, &Value)>| {
+            v.into_iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !refs.is_empty() {
+            parts.push(format!("pinned {}", names(refs)));
+        }
+        if !recorded.is_empty() {
+            parts.push(format!("recorded {}", names(recorded)));
+        }
     }
     if let Some(failed) = e.result.get("failed") {
         parts.push(match failed {
