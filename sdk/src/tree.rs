@@ -13,7 +13,7 @@
 //! use tether_sdk::tree;
 //! # fn f() -> tether_sdk::Result<()> {
 //! let mut total = 0;
-//! tree::walk("/data/plate1", true, |entry| {
+//! tree::walk("/data/plate1", true, |entry| -> tether_sdk::Result<()> {
 //!     total += entry.size;
 //!     Ok(())
 //! })?;
