@@ -93,11 +93,7 @@ fn a_failed_pin_releases_only_the_pins_this_commit_created() {
         "the foreign tag is untouched"
     );
     assert_eq!(objects(&d), manifests_before, "manifests are put back");
-    assert_eq!(
-        d.git(&["rev-list", "--all"]),
-        head_before,
-        "no VCS commit"
-    );
+    assert_eq!(d.git(&["rev-list", "--all"]), head_before, "no VCS commit");
 
     let ops = d.ok(&["ops", "--json"]);
     let entries: serde_json::Value = serde_json::from_str(&ops).unwrap();
