@@ -119,19 +119,26 @@ fn build_plugins() -> Result<()> {
 fn demo() -> Result<()> {
     setup()?;
     let root = root();
-    run(cargo().current_dir(&root).args(["build", "--workspace", "--bins"]))?;
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "--workspace", "--bins"]))?;
     let bin = root.join("target").join("debug");
     let tether = bin.join("tether");
     run(Command::new(&tether).arg("backends"))?;
-    let memory = root.join("target/wasm-plugins").join(WASM_TARGET).join("release/tether_plugin_memory.wasm");
+    let memory = root
+        .join("target/wasm-plugins")
+        .join(WASM_TARGET)
+        .join("release/tether_plugin_memory.wasm");
     run(Command::new(bin.join("tether-conformance")).arg(memory))?;
     demo_loop(&root, &tether)
 }
 
 /// The memory plugin's layout (documented in plugins/memory): an initial
 /// empty snapshot on `main`, written with plain file writes.
-const MEMORY_INITIAL: (&str, &str) =
-    ("ac4ea90e032426a51d1d", r#"{"message":"initial snapshot","parents":[],"payload":{}}"#);
+const MEMORY_INITIAL: (&str, &str) = (
+    "ac4ea90e032426a51d1d",
+    r#"{"message":"initial snapshot","parents":[],"payload":{}}"#,
+);
 
 fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     let dir = root.join("target").join("demo");
@@ -142,7 +149,12 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     let raw = dir.join("stores").join("raw").join("plate1");
     std::fs::create_dir_all(store.join("snapshots"))?;
     std::fs::create_dir_all(store.join("refs").join("branches"))?;
-    std::fs::write(store.join("snapshots").join(format!("{}.json", MEMORY_INITIAL.0)), MEMORY_INITIAL.1)?;
+    std::fs::write(
+        store
+            .join("snapshots")
+            .join(format!("{}.json", MEMORY_INITIAL.0)),
+        MEMORY_INITIAL.1,
+    )?;
     std::fs::write(
         store.join("refs").join("branches").join("main.json"),
         format!(r#"{{"snapshot_id":"{}"}}"#, MEMORY_INITIAL.0),
@@ -160,19 +172,36 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     let t = |args: &[&str]| -> Result<()> {
         eprintln!();
         let mut cmd = Command::new(tether);
-        cmd.current_dir(&ds).args(args).env("TETHER_CACHE_DIR", root.join("target").join("test-cache"));
+        cmd.current_dir(&ds)
+            .args(args)
+            .env("TETHER_CACHE_DIR", root.join("target").join("test-cache"));
         // Show the command as a user would type it; a non-zero exit is part
         // of the story where the demo says so.
         eprintln!("$ tether {}", args.join(" "));
-        let status = cmd.status().with_context(|| format!("cannot run {}", tether.display()))?;
+        let status = cmd
+            .status()
+            .with_context(|| format!("cannot run {}", tether.display()))?;
         if !status.success() {
             bail!("tether {} failed ({status})", args.join(" "));
         }
         Ok(())
     };
     t(&["init"])?;
-    t(&["add", "zarr/labels", "--kind", "memory", "--set", &format!("system={}", store.display())])?;
-    t(&["add", "raw/plate1", "--kind", "file", &format!("{}/", raw.display())])?;
+    t(&[
+        "add",
+        "zarr/labels",
+        "--kind",
+        "memory",
+        "--set",
+        &format!("system={}", store.display()),
+    ])?;
+    t(&[
+        "add",
+        "raw/plate1",
+        "--kind",
+        "file",
+        &format!("{}/", raw.display()),
+    ])?;
     t(&["status"])?;
     t(&["commit", "-m", "Baseline: plate1 labels and raw files"])?;
     t(&["status"])?;
@@ -180,11 +209,17 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     // make it), and one raw file is only touched.
     // Canonical JSON (keys sorted, no spaces); the id is the first 20 hex of
     // its sha256, as the memory plugin's layout documents.
-    let snap = r#"{"message":"relabel","parents":["ac4ea90e032426a51d1d"],"payload":{"labels":"v2"}}"#;
+    let snap =
+        r#"{"message":"relabel","parents":["ac4ea90e032426a51d1d"],"payload":{"labels":"v2"}}"#;
     let id = &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(snap.as_bytes()))[..20];
     std::fs::write(store.join("snapshots").join(format!("{id}.json")), snap)?;
-    std::fs::write(store.join("refs").join("branches").join("main.json"), format!(r#"{{"snapshot_id":"{id}"}}"#))?;
-    let f = std::fs::File::options().append(true).open(raw.join("well_0.tif"))?;
+    std::fs::write(
+        store.join("refs").join("branches").join("main.json"),
+        format!(r#"{{"snapshot_id":"{id}"}}"#),
+    )?;
+    let f = std::fs::File::options()
+        .append(true)
+        .open(raw.join("well_0.tif"))?;
     f.set_modified(std::time::SystemTime::now())?;
     t(&["status", "--snapshot"])?;
     t(&["commit", "-m", "Relabelled plate1"])?;
