@@ -73,6 +73,9 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
     let bookmark = check_bookmark(repo)?;
     let manifests = repo.manifests()?;
     let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
+    if !opts.keys.is_empty() {
+        check_whole_scopes(repo, &manifests, &keys).await?;
+    }
     let mut ws = repo.workspace()?;
     let states = if opts.no_snapshot {
         let mut out = snapshot::Fingerprints::new();
@@ -200,6 +203,41 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         p.push(action);
     }
     Ok(p)
+}
+
+/// Objects in one branch scope share a pin and a working branch, so a
+/// selection must name all of them or none; the refusal lists the ones to add.
+pub async fn check_whole_scopes(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    selected: &[String],
+) -> Result<()> {
+    let mut calls = Vec::new();
+    for (k, m) in manifests {
+        let client = repo.client(m).await?;
+        let kind = m.kind.clone();
+        calls.push((k.clone(), async move {
+            client.branch_scope().await.map(|scope| (kind, scope))
+        }));
+    }
+    let scopes = fan_out(calls).await.into_result()?;
+    let mut missing: Vec<&str> = Vec::new();
+    for (k, scope) in &scopes {
+        let shares = scopes
+            .iter()
+            .any(|(other, s)| other != k && s == scope && selected.contains(other));
+        if shares && !selected.contains(k) {
+            missing.push(k);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(TetherError::Refused(format!(
+        "the selection names only some objects of a branch scope (they share a pin and a working branch); \
+         add {} to the keys",
+        missing.join(", ")
+    )))
 }
 
 /// Apply a commit plan (fresh, or loaded with `--from-plan`).
