@@ -13,6 +13,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest, Sha256};
+
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = manifest_dir
@@ -49,9 +51,11 @@ fn main() {
                 file.display()
             );
         }
+        let bytes = fs::read(&file).expect("read a built plugin component");
+        let sha256 = hex::encode(Sha256::digest(&bytes));
         writeln!(
             code,
-            "    BuiltinPlugin {{ crate_name: {name:?}, wasm: include_bytes!({:?}) }},",
+            "    BuiltinPlugin {{ crate_name: {name:?}, wasm: include_bytes!({:?}), sha256: {sha256:?} }},",
             file.display().to_string()
         )
         .unwrap();

@@ -2,7 +2,7 @@
 //! embedded in the binary, so one `tether` has every backend.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::error::PluginError;
 use super::runtime::{Plugin, PluginSource, Runtime};
@@ -14,6 +14,8 @@ pub struct BuiltinPlugin {
     pub crate_name: &'static str,
     /// The component bytes.
     pub wasm: &'static [u8],
+    /// sha256 of `wasm`, hex, computed at build time.
+    pub sha256: &'static str,
 }
 
 include!(concat!(env!("OUT_DIR"), "/builtin_plugins.rs"));
@@ -28,11 +30,32 @@ pub fn by_crate(crate_name: &str) -> Option<&'static BuiltinPlugin> {
     BUILTIN_PLUGINS.iter().find(|p| p.crate_name == crate_name)
 }
 
+/// `sha256:<hex>` of a built-in component, computed once per process (the
+/// bytes are megabytes; pin resolution asks for every built-in's digest).
+pub fn digest(plugin: &BuiltinPlugin) -> &'static str {
+    static DIGESTS: OnceLock<Vec<String>> = OnceLock::new();
+    let all = DIGESTS.get_or_init(|| {
+        BUILTIN_PLUGINS
+            .iter()
+            .map(|p| super::registry::digest_of(p.wasm))
+            .collect()
+    });
+    BUILTIN_PLUGINS
+        .iter()
+        .position(|p| std::ptr::eq(p, plugin))
+        .map(|i| all[i].as_str())
+        .unwrap_or("")
+}
+
 /// Load every built-in plugin, in crate order.
 pub async fn load_all(runtime: &Runtime) -> Result<Vec<Arc<Plugin>>, PluginError> {
     let mut plugins = Vec::with_capacity(BUILTIN_PLUGINS.len());
     for p in BUILTIN_PLUGINS {
-        plugins.push(runtime.load_bytes(p.wasm, PluginSource::BuiltIn).await?);
+        plugins.push(
+            runtime
+                .load_digested(p.wasm, p.sha256.to_string(), PluginSource::BuiltIn)
+                .await?,
+        );
     }
     Ok(plugins)
 }
@@ -43,4 +66,16 @@ pub async fn load_kind(runtime: &Runtime, kind: &str) -> Result<Option<Arc<Plugi
         .await?
         .into_iter()
         .find(|p| p.kind() == kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn build_time_digests_match_the_embedded_bytes() {
+        for p in super::BUILTIN_PLUGINS {
+            assert_eq!(hex::encode(Sha256::digest(p.wasm)), p.sha256, "{}", p.crate_name);
+        }
+    }
 }

@@ -205,9 +205,21 @@ impl Runtime {
         wasm: &[u8],
         source: PluginSource,
     ) -> Result<Arc<Plugin>, PluginError> {
+        let digest_hex = hex::encode(Sha256::digest(wasm));
+        self.load_digested(wasm, digest_hex, source).await
+    }
+
+    /// Load a component whose sha256 is already known (the built-ins', which
+    /// `build.rs` computed): hashing a component costs more than loading it
+    /// from the cache, and every command loads the built-ins.
+    pub(crate) async fn load_digested(
+        &self,
+        wasm: &[u8],
+        digest_hex: String,
+        source: PluginSource,
+    ) -> Result<Arc<Plugin>, PluginError> {
         let shared = &self.shared;
         let source_name = source.to_string();
-        let digest_hex = hex::encode(Sha256::digest(wasm));
         if !wasmparser_is_component(wasm) {
             return Err(PluginError::Invalid {
                 source_name,
