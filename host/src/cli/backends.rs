@@ -3,7 +3,8 @@
 use anyhow::Result;
 
 use super::output::{Exit, print_json};
-use crate::engine::backends;
+use crate::engine::{Repo, backends};
+use crate::model::Layout;
 use crate::plugin::Runtime;
 
 #[derive(Debug, clap::Args)]
@@ -15,7 +16,13 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<Exit> {
     let runtime = Runtime::global()?;
-    let rows = backends::list(&runtime).await?;
+    // Inside a dataset, list what the dataset runs (its pins honoured);
+    // elsewhere, this tether's built-ins.
+    let cwd = std::env::current_dir()?;
+    let rows = match Layout::find(&cwd) {
+        Ok(_) => backends::list_for(&Repo::find(&cwd)?).await?,
+        Err(_) => backends::list(&runtime).await?,
+    };
     tracing::debug!(stats = ?runtime.stats(), "plugin runtime");
     if args.json {
         print_json(&rows)?;
@@ -35,7 +42,12 @@ pub async fn run(args: Args) -> Result<Exit> {
             r.source,
             r.capabilities.join(", "),
         );
-        println!("{:width$}  digest {}", "", r.digest);
+        println!(
+            "{:width$}  digest {}{}",
+            "",
+            r.digest,
+            if r.pinned { " (pinned)" } else { "" }
+        );
         if let Some(note) = &r.note {
             println!("{:width$}  note: {note}", "");
         }

@@ -1,9 +1,15 @@
 //! `tether backends`: every kind this tether can run, from the plugins
-//! themselves (`describe`) — the host keeps no table of kinds.
+//! themselves (`describe`) — the host keeps no table of kinds. Inside a
+//! dataset, each kind is the plugin the dataset runs: the pinned component
+//! where `[plugins.<kind>]` pins one, else the built-in.
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::plugin::{PluginError, Runtime, builtin};
+use super::error::Result;
+use super::repo::Repo;
+use crate::plugin::{Plugin, PluginError, Runtime, builtin};
 
 /// One row of `tether backends` (spec/09 "JSON output", plus `source` and
 /// `digest` of the component that serves the kind).
@@ -18,36 +24,67 @@ pub struct BackendInfo {
     pub note: Option<String>,
     /// `built-in`, or the path of the component file.
     pub source: String,
-    /// `sha256:<hex>` of the component.
+    /// `sha256:<hex>` of the component (the wanted one when it was refused).
     pub digest: String,
+    /// Whether the dataset pins this kind (`[plugins.<kind>]`); always false
+    /// outside a dataset.
+    pub pinned: bool,
+}
+
+fn row(p: &Plugin, pinned: bool) -> BackendInfo {
+    let d = p.descriptor();
+    BackendInfo {
+        kind: d.kind.clone(),
+        installed: true,
+        maturity: Some(d.maturity.clone()),
+        tier: Some(d.tier().to_string()),
+        capabilities: d
+            .capabilities
+            .iter()
+            .map(|c| c.to_ascii_lowercase())
+            .collect(),
+        note: (d.maturity == "experimental").then(|| {
+            "experimental: tested against a fake of its service, not the service itself".to_string()
+        }),
+        source: p.source().to_string(),
+        digest: p.digest().to_string(),
+        pinned,
+    }
 }
 
 /// Describe every built-in plugin, sorted by kind.
 pub async fn list(runtime: &Runtime) -> Result<Vec<BackendInfo>, PluginError> {
     let mut rows: Vec<BackendInfo> = builtin::load_all(runtime)
         .await?
-        .into_iter()
-        .map(|p| {
-            let d = p.descriptor();
-            BackendInfo {
-                kind: d.kind.clone(),
-                installed: true,
-                maturity: Some(d.maturity.clone()),
-                tier: Some(d.tier().to_string()),
-                capabilities: d
-                    .capabilities
-                    .iter()
-                    .map(|c| c.to_ascii_lowercase())
-                    .collect(),
-                note: (d.maturity == "experimental").then(|| {
-                    "experimental: tested against a fake of its service, not the service itself"
-                        .to_string()
-                }),
-                source: p.source().to_string(),
-                digest: p.digest().to_string(),
-            }
-        })
+        .iter()
+        .map(|p| row(p, false))
         .collect();
+    rows.sort_by(|a, b| a.kind.cmp(&b.kind));
+    Ok(rows)
+}
+
+/// Describe the plugins a dataset runs, sorted by kind. A pinned kind that
+/// cannot be served is listed as not installed, its note saying why.
+pub async fn list_for(repo: &Repo) -> Result<Vec<BackendInfo>> {
+    let resolution = repo.plugin_resolution().await?;
+    let mut rows: Vec<BackendInfo> = resolution
+        .plugins
+        .iter()
+        .map(|(kind, p): (&String, &Arc<Plugin>)| row(p, repo.config.plugins.contains_key(kind)))
+        .collect();
+    for (kind, why) in &resolution.refused {
+        rows.push(BackendInfo {
+            kind: kind.clone(),
+            installed: false,
+            maturity: None,
+            tier: None,
+            capabilities: Vec::new(),
+            note: Some(why.to_string()),
+            source: "refused".to_string(),
+            digest: repo.config.plugins[kind].digest.clone(),
+            pinned: true,
+        });
+    }
     rows.sort_by(|a, b| a.kind.cmp(&b.kind));
     Ok(rows)
 }

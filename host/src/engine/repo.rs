@@ -13,7 +13,7 @@ use super::error::{Result, TetherError};
 use crate::lock::{self, Locks};
 use crate::model::{Config, Layout, Manifest, Secrets, WorkspaceState, manifest};
 use crate::oplog::Journal;
-use crate::plugin::{Descriptor, ObjectClient, Plugin, Runtime, builtin};
+use crate::plugin::{Descriptor, ObjectClient, Plugin, Runtime, builtin, registry};
 use crate::vcs::{self, Prefer, Vcs};
 
 /// The per-checkout files a clone must never bring along: a tracked copy
@@ -31,7 +31,15 @@ pub struct Repo {
     pub vcs: Box<dyn Vcs>,
     secrets: Secrets,
     runtime: Runtime,
-    plugins: OnceCell<BTreeMap<String, Arc<Plugin>>>,
+    plugins: OnceCell<PluginResolution>,
+}
+
+/// The plugins a dataset runs: loaded ones by kind, and the pinned kinds that
+/// were refused, with why.
+#[derive(Debug)]
+pub struct PluginResolution {
+    pub plugins: BTreeMap<String, Arc<Plugin>>,
+    pub refused: BTreeMap<String, registry::PinError>,
 }
 
 impl std::fmt::Debug for Repo {
@@ -173,28 +181,79 @@ impl Repo {
         )?)
     }
 
-    /// Every plugin this tether can run, by kind.
+    /// Every plugin this dataset runs, by kind: the built-ins, with each kind
+    /// the dataset pins (`[plugins.<kind>]`) replaced by exactly the pinned
+    /// component (see [`crate::plugin::registry`]). Fails when a pinned kind
+    /// cannot be served; [`Repo::plugin`] fails only for that kind.
     pub async fn plugins(&self) -> Result<&BTreeMap<String, Arc<Plugin>>> {
+        let loaded = self.loaded_plugins().await?;
+        if let Some(e) = loaded.refused.values().next() {
+            return Err(TetherError::Refused(e.to_string()));
+        }
+        Ok(&loaded.plugins)
+    }
+
+    /// The plugins that loaded by kind, and why each pinned kind that did not
+    /// was refused (`tether backends`, `tether plugin verify`).
+    pub async fn plugin_resolution(&self) -> Result<&PluginResolution> {
+        self.loaded_plugins().await
+    }
+
+    async fn loaded_plugins(&self) -> Result<&PluginResolution> {
         self.plugins
             .get_or_try_init(|| async {
-                let mut map = BTreeMap::new();
+                let mut builtins = BTreeMap::new();
                 for p in builtin::load_all(&self.runtime).await? {
-                    map.insert(p.kind().to_string(), p);
+                    builtins.insert(p.kind().to_string(), p);
                 }
-                Ok::<_, TetherError>(map)
+                let places = registry::Places::new(&self.layout.plugins_dir());
+                let mut plugins = builtins.clone();
+                let mut refused = BTreeMap::new();
+                for (kind, pin) in &self.config.plugins {
+                    // Trust is checked before the component is compiled: an
+                    // untrusted one is never run, not even to describe itself.
+                    match registry::load_pinned(
+                        &self.runtime,
+                        kind,
+                        &pin.digest,
+                        &places,
+                        &self.secrets.trusted_plugins,
+                        &builtins,
+                    )
+                    .await
+                    {
+                        Ok(p) => {
+                            plugins.insert(kind.clone(), p);
+                        }
+                        Err(e) => {
+                            plugins.remove(kind);
+                            refused.insert(kind.clone(), e);
+                        }
+                    }
+                }
+                Ok::<_, TetherError>(PluginResolution { plugins, refused })
             })
             .await
     }
 
     /// The plugin serving `kind`.
     pub async fn plugin(&self, kind: &str) -> Result<Arc<Plugin>> {
-        let plugins = self.plugins().await?;
-        plugins
+        let loaded = self.loaded_plugins().await?;
+        if let Some(e) = loaded.refused.get(kind) {
+            return Err(TetherError::Refused(e.to_string()));
+        }
+        loaded
+            .plugins
             .get(kind)
             .cloned()
             .ok_or_else(|| TetherError::UnknownKind {
                 kind: kind.to_string(),
-                known: plugins.keys().cloned().collect::<Vec<_>>().join(", "),
+                known: loaded
+                    .plugins
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 

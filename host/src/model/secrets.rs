@@ -29,6 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -247,6 +248,61 @@ impl Secrets {
         Ok(s)
     }
 
+    /// Set `[plugins] trusted` in the file at `path` to `trusted`, keeping
+    /// every other line as it was (comments included): only the `[plugins]`
+    /// table is rewritten, at the end of the file. Written atomically with
+    /// mode 600, since the file may hold credentials. Refuses, writing
+    /// nothing, when the result would change anything else (a `[plugins]`
+    /// given as a dotted key or inline table, which a line edit cannot see).
+    pub fn write_trusted_plugins(path: &Path, trusted: &BTreeSet<String>) -> Result<()> {
+        let text = fsutil::read_optional(path)?.unwrap_or_default();
+        let before = Secrets::parse(&text, path)?;
+        let mut out = String::new();
+        let mut in_plugins = false;
+        for line in text.split_inclusive('\n') {
+            let t = line.trim_start();
+            if t.starts_with('[') {
+                let header = t.split('#').next().unwrap_or("").trim();
+                in_plugins = header == "[plugins]";
+            }
+            if !in_plugins {
+                out.push_str(line);
+            }
+        }
+        if !trusted.is_empty() {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            if !out.is_empty() && !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+            out.push_str(
+                "[plugins]  # `tether plugin trust DIGEST` / `untrust DIGEST`\ntrusted = [\n",
+            );
+            for d in trusted {
+                out.push_str(&format!("    {},\n", toml::Value::String(d.clone())));
+            }
+            out.push_str("]\n");
+        }
+        let after = Secrets::parse(&out, path)?;
+        let wanted = Secrets {
+            trusted_plugins: trusted.clone(),
+            ..before
+        };
+        if after != wanted {
+            return Err(ModelError::invalid(
+                path,
+                "[plugins] trusted is written in a form tether cannot rewrite in place \
+                 (a dotted key, an inline table, or a [plugins] line inside a multi-line string): \
+                 move it into a `[plugins]` table of its own and run the command again",
+            ));
+        }
+        fsutil::write_atomic(path, out.as_bytes())?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| ModelError::io(path, e))?;
+        Ok(())
+    }
+
     /// `[backends.<kind>]`: the committed table (from `tether.toml`) merged
     /// with this file's, this file winning a field.
     pub fn backend_options(&self, kind: &str, committed: &Options) -> Options {
@@ -432,6 +488,46 @@ trusted = ["sha256:00"]
                 .to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn trusted_plugins_rewrite_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("secrets.toml");
+        let a = format!("sha256:{}", "a".repeat(64));
+        let b = format!("sha256:{}", "b".repeat(64));
+        let head = "# mine\n[vcs]\ngit_path = \"/usr/bin/git\"  # keep\n";
+        std::fs::write(
+            &p,
+            format!("{head}[plugins]\ntrusted = [\"{a}\"]\n[backends.neon]\napi_key_env = \"K\"\n"),
+        )
+        .unwrap();
+        Secrets::write_trusted_plugins(&p, &BTreeSet::from([a.clone(), b.clone()])).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with(head), "{text}");
+        assert!(
+            text.contains("[backends.neon]\napi_key_env = \"K\"\n"),
+            "{text}"
+        );
+        let s = Secrets::read(&p).unwrap();
+        assert_eq!(s.trusted_plugins, BTreeSet::from([a, b]));
+        assert_eq!(s.git_path.as_deref(), Some("/usr/bin/git"));
+        use std::os::unix::fs::MetadataExt as _;
+        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        Secrets::write_trusted_plugins(&p, &BTreeSet::new()).unwrap();
+        assert!(!std::fs::read_to_string(&p).unwrap().contains("[plugins]"));
+        // A form a line edit cannot see is refused, the file untouched.
+        std::fs::write(
+            &p,
+            format!(
+                "plugins = {{ trusted = [\"{}\"] }}\n",
+                "sha256:".to_string() + &"c".repeat(64)
+            ),
+        )
+        .unwrap();
+        let before = std::fs::read_to_string(&p).unwrap();
+        assert!(Secrets::write_trusted_plugins(&p, &BTreeSet::new()).is_err());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! embedded in the binary, so one `tether` has every backend.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::error::PluginError;
 use super::runtime::{Plugin, PluginSource, Runtime};
@@ -30,21 +30,10 @@ pub fn by_crate(crate_name: &str) -> Option<&'static BuiltinPlugin> {
     BUILTIN_PLUGINS.iter().find(|p| p.crate_name == crate_name)
 }
 
-/// `sha256:<hex>` of a built-in component, computed once per process (the
-/// bytes are megabytes; pin resolution asks for every built-in's digest).
-pub fn digest(plugin: &BuiltinPlugin) -> &'static str {
-    static DIGESTS: OnceLock<Vec<String>> = OnceLock::new();
-    let all = DIGESTS.get_or_init(|| {
-        BUILTIN_PLUGINS
-            .iter()
-            .map(|p| super::registry::digest_of(p.wasm))
-            .collect()
-    });
-    BUILTIN_PLUGINS
-        .iter()
-        .position(|p| std::ptr::eq(p, plugin))
-        .map(|i| all[i].as_str())
-        .unwrap_or("")
+/// `sha256:<hex>` of a built-in component, as the runtime names it (from the
+/// build-time digest, so no command hashes the embedded bytes again).
+pub fn digest(plugin: &BuiltinPlugin) -> String {
+    format!("sha256:{}", plugin.sha256)
 }
 
 /// Load every built-in plugin, in crate order.
@@ -75,7 +64,12 @@ mod tests {
     #[test]
     fn build_time_digests_match_the_embedded_bytes() {
         for p in super::BUILTIN_PLUGINS {
-            assert_eq!(hex::encode(Sha256::digest(p.wasm)), p.sha256, "{}", p.crate_name);
+            assert_eq!(
+                hex::encode(Sha256::digest(p.wasm)),
+                p.sha256,
+                "{}",
+                p.crate_name
+            );
         }
     }
 }

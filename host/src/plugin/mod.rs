@@ -6,6 +6,7 @@
 //! - [`fan_out`] runs calls for many objects concurrently, collecting failures
 //!   per object;
 //! - [`builtin`] holds the first-party plugins embedded in this binary;
+//! - [`registry`] resolves a dataset's pinned plugins and checks trust;
 //! - `storage` and `host` implement what plugins import.
 
 mod bindings;
@@ -15,6 +16,7 @@ mod client;
 mod error;
 mod fanout;
 mod host;
+pub mod registry;
 mod runtime;
 pub mod storage;
 pub mod tree;
