@@ -10,6 +10,7 @@ mod log;
 mod open;
 mod ops;
 mod output;
+mod plugin;
 mod remove;
 mod set;
 mod snapshot;
@@ -63,6 +64,8 @@ enum Command {
     Log(log::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
+    /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
+    Plugin(plugin::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -99,6 +102,7 @@ pub fn main() -> ExitCode {
             Command::Diff(args) => diff::run(args).await,
             Command::Log(args) => log::run(args).await,
             Command::Ops(args) => ops::run(args).await,
+            Command::Plugin(args) => plugin::run(args).await,
         }
     });
     match result {

@@ -11,6 +11,7 @@ pub mod init;
 pub mod log;
 pub mod open;
 pub mod ops;
+pub mod plugin_cmd;
 pub mod remove;
 pub mod repo;
 pub mod set;

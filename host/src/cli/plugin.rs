@@ -1,0 +1,164 @@
+//! `tether plugin add | trust | untrust | pin | list | verify | remove`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::output::{Exit, print_json};
+use crate::engine::{Repo, plugin_cmd};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Validate a plugin component, store it in .tether/plugins/ and pin its kind to it.
+    Add {
+        /// The component (`.wasm`, built for wasm32-wasip2).
+        path: PathBuf,
+        /// The kind it must serve (refused when its descriptor says otherwise).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Re-pin a kind already pinned to another component.
+        #[arg(long)]
+        replace: bool,
+    },
+    /// Let this checkout run the plugin with this digest (recorded in .tether/secrets.toml).
+    Trust {
+        /// `sha256:<64 hex>`.
+        digest: String,
+    },
+    /// Stop trusting a plugin digest in this checkout.
+    Untrust {
+        /// `sha256:<64 hex>`.
+        digest: String,
+    },
+    /// Pin kinds to the plugin that serves them now (default: every kind the dataset uses).
+    Pin {
+        kinds: Vec<String>,
+        /// Also store pinned built-in components under .tether/plugins/.
+        #[arg(long)]
+        vendor: bool,
+    },
+    /// The dataset's plugin pins and where each resolves.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that every pinned plugin resolves, is trusted, and loads.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop a kind's pin (and its stored component when no other kind uses it).
+    Remove { kind: String },
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    match args.command {
+        Command::Add {
+            path,
+            kind,
+            replace,
+        } => {
+            let a = plugin_cmd::add(&repo, &path, kind.as_deref(), replace).await?;
+            println!("added plugin {} {} ({})", a.kind, a.digest, a.stored);
+            if let Some(old) = &a.replaced {
+                println!("replaced {old}");
+            }
+            println!("pinned in tether.toml and trusted in this checkout; commit both files");
+        }
+        Command::Trust { digest } => {
+            let changed = plugin_cmd::trust(&repo, &digest, true)?;
+            println!(
+                "{} {digest}",
+                if changed {
+                    "trusted"
+                } else {
+                    "already trusted"
+                }
+            );
+        }
+        Command::Untrust { digest } => {
+            let changed = plugin_cmd::trust(&repo, &digest, false)?;
+            println!(
+                "{} {digest}",
+                if changed {
+                    "untrusted"
+                } else {
+                    "was not trusted"
+                }
+            );
+        }
+        Command::Pin { kinds, vendor } => {
+            for p in plugin_cmd::pin(&repo, &kinds, vendor).await? {
+                println!(
+                    "pinned {} {} ({}{})",
+                    p.kind,
+                    p.digest,
+                    p.source,
+                    if p.vendored { ", vendored" } else { "" }
+                );
+            }
+        }
+        Command::List { json } => {
+            let rows = plugin_cmd::list(&repo).await?;
+            if json {
+                print_json(&rows)?;
+            } else if rows.is_empty() {
+                println!("no plugins pinned and no objects");
+            } else {
+                for r in &rows {
+                    println!(
+                        "{}  {}  {}{}",
+                        r.kind,
+                        r.digest.as_deref().unwrap_or("(not pinned)"),
+                        r.source,
+                        if r.trusted { "" } else { "  (not trusted)" }
+                    );
+                    if let Some(p) = &r.problem {
+                        println!("    {p}");
+                    }
+                }
+            }
+        }
+        Command::Verify { json } => {
+            let rows = plugin_cmd::verify(&repo).await?;
+            let failed = rows.iter().filter(|r| !r.ok).count();
+            if json {
+                print_json(&rows)?;
+            } else {
+                for r in &rows {
+                    match &r.problem {
+                        None => println!(
+                            "ok      {} {} ({})",
+                            r.kind,
+                            r.digest,
+                            r.source.as_deref().unwrap_or("-")
+                        ),
+                        Some(p) => println!("FAILED  {} {}: {p}", r.kind, r.digest),
+                    }
+                }
+                if rows.is_empty() {
+                    println!("no plugins pinned");
+                }
+            }
+            if failed > 0 {
+                eprintln!("error: {failed} pinned plugin(s) failed verification");
+                return Ok(Exit::Failed);
+            }
+        }
+        Command::Remove { kind } => {
+            let r = plugin_cmd::remove(&repo, &kind)?;
+            println!("removed pin {} {}", r.kind, r.digest);
+            if let Some(f) = &r.deleted {
+                println!("deleted {f}");
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}

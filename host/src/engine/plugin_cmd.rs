@@ -1,0 +1,379 @@
+//! `tether plugin add | trust | untrust | pin | list | verify | remove`: the
+//! plugins a dataset pins (DESIGN §5).
+//!
+//! - `tether.toml` `[plugins.<kind>] digest = "sha256:<hex>"` pins a kind to
+//!   one component (committed, shared by every clone);
+//! - `.tether/plugins/sha256-<hex>.wasm` holds components the dataset ships
+//!   (committed; `.tether/.gitignore` leaves the directory alone);
+//! - `.tether/secrets.toml` `[plugins] trusted = [...]` lists the digests this
+//!   checkout agreed to run (per checkout, never committed).
+//!
+//! How a pin resolves at load time is [`crate::plugin::registry`]'s business;
+//! these commands write the files it reads. The checkout that adds a plugin
+//! (`add`) or vendors a built-in (`pin --vendor`) trusts that digest, since it
+//! chose the bytes; every other checkout must `trust` it itself.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::error::{Result, TetherError};
+use super::repo::Repo;
+use crate::model::config::{PluginPin, is_plugin_digest};
+use crate::model::{Config, Secrets, fsutil};
+use crate::plugin::registry::{self, Located, Places};
+use crate::plugin::{PluginSource, builtin};
+
+/// What `plugin add` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Added {
+    pub kind: String,
+    pub digest: String,
+    /// The stored component, relative to the dataset root.
+    pub stored: String,
+    /// The digest the kind was pinned to before, when `--replace` changed it.
+    pub replaced: Option<String>,
+}
+
+/// Validate the component at `path` by loading it (it must be a component
+/// implementing a compatible `tether:backend` and importing only what the host
+/// provides), store it under `.tether/plugins/`, pin its kind to it, and trust
+/// it in this checkout. A kind already pinned to another component is refused
+/// unless `replace`.
+pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) -> Result<Added> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| TetherError::io(format!("cannot read {}", path.display()), e))?;
+    let digest = registry::digest_of(&bytes);
+    let plugin = repo
+        .runtime()
+        .load_bytes(&bytes, PluginSource::Path(path.to_path_buf()))
+        .await?;
+    let actual = plugin.kind().to_string();
+    if let Some(k) = kind.filter(|k| *k != actual) {
+        return Err(TetherError::Refused(format!(
+            "{} serves kind {actual}, not {k}: run `tether plugin add {} --kind {actual}`, \
+             or add the component built for {k}",
+            path.display(),
+            path.display()
+        )));
+    }
+    let _locks = repo.lock()?;
+    let mut config = Config::read(&repo.layout.config_file())?;
+    let previous = config.plugins.get(&actual).map(|p| p.digest.clone());
+    if let Some(old) = previous.as_ref().filter(|old| **old != digest)
+        && !replace
+    {
+        return Err(TetherError::Refused(format!(
+            "kind {actual} is already pinned to plugin {old}, and {} is a different build, {digest}: \
+             nothing changed; to pin the new build run `tether plugin add {} --replace`",
+            path.display(),
+            path.display()
+        )));
+    }
+    let stored = repo
+        .layout
+        .plugins_dir()
+        .join(registry::stored_file_name(&digest));
+    if std::fs::read(&stored).ok().as_deref() != Some(bytes.as_slice()) {
+        fsutil::write_atomic(&stored, &bytes)?;
+    }
+    config.plugins.insert(
+        actual.clone(),
+        PluginPin {
+            digest: digest.clone(),
+        },
+    );
+    config.write(&repo.layout.config_file())?;
+    let replaced = previous.filter(|old| *old != digest);
+    if let Some(old) = &replaced {
+        drop_unused_file(repo, &config, old)?;
+    }
+    trust_digests(repo, [digest.clone()], true)?;
+    Ok(Added {
+        kind: actual,
+        digest: digest.clone(),
+        stored: rel(repo, &stored),
+        replaced,
+    })
+}
+
+/// Trust (`true`) or stop trusting (`false`) `digests` in this checkout.
+/// Returns whether the list changed.
+pub fn trust(repo: &Repo, digest: &str, trusted: bool) -> Result<bool> {
+    if !is_plugin_digest(digest) {
+        return Err(TetherError::Refused(format!(
+            "{digest:?} is not a plugin digest: give it as `sha256:` and 64 lowercase hex digits, \
+             as `tether plugin list` prints it"
+        )));
+    }
+    let _locks = repo.lock()?;
+    trust_digests(repo, [digest.to_string()], trusted)
+}
+
+fn trust_digests(
+    repo: &Repo,
+    digests: impl IntoIterator<Item = String>,
+    trusted: bool,
+) -> Result<bool> {
+    let path = repo.layout.secrets_file();
+    // Re-read under the lock: the Repo's copy may predate another command.
+    let mut set = Secrets::read(&path)?.trusted_plugins;
+    let before = set.clone();
+    for d in digests {
+        if trusted {
+            set.insert(d);
+        } else {
+            set.remove(&d);
+        }
+    }
+    if set == before {
+        return Ok(false);
+    }
+    Secrets::write_trusted_plugins(&path, &set)?;
+    Ok(true)
+}
+
+/// One kind `plugin pin` recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pinned {
+    pub kind: String,
+    pub digest: String,
+    /// `built-in` or the component file the digest was taken from.
+    pub source: String,
+    /// Whether `--vendor` stored the built-in under `.tether/plugins/`.
+    pub vendored: bool,
+}
+
+/// Pin `kinds` (none: every kind the dataset's objects use, and every kind
+/// already pinned) to the component that serves them now. A kind already
+/// pinned keeps its pin. `vendor` also stores pinned built-ins under
+/// `.tether/plugins/` (and trusts them here), so a later tether whose
+/// built-in differs still finds them.
+pub async fn pin(repo: &Repo, kinds: &[String], vendor: bool) -> Result<Vec<Pinned>> {
+    let kinds: BTreeSet<String> = if kinds.is_empty() {
+        repo.manifests()?
+            .values()
+            .map(|m| m.kind.clone())
+            .chain(repo.config.plugins.keys().cloned())
+            .collect()
+    } else {
+        kinds.iter().cloned().collect()
+    };
+    if kinds.is_empty() {
+        return Err(TetherError::Refused(
+            "no object uses a plugin yet, so there is nothing to pin: `tether add` objects first, \
+             or name kinds (`tether plugin pin memory`)"
+                .into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for kind in &kinds {
+        let plugin = repo.plugin(kind).await?;
+        out.push(Pinned {
+            kind: kind.clone(),
+            digest: plugin.digest().to_string(),
+            source: plugin.source().to_string(),
+            vendored: false,
+        });
+    }
+    let _locks = repo.lock()?;
+    let mut config = Config::read(&repo.layout.config_file())?;
+    let mut vendored = Vec::new();
+    for p in &mut out {
+        config.plugins.insert(
+            p.kind.clone(),
+            PluginPin {
+                digest: p.digest.clone(),
+            },
+        );
+        if vendor && let Some(b) = registry::builtin_by_digest(&p.digest) {
+            let stored = repo
+                .layout
+                .plugins_dir()
+                .join(registry::stored_file_name(&p.digest));
+            if std::fs::read(&stored).ok().as_deref() != Some(b.wasm) {
+                fsutil::write_atomic(&stored, b.wasm)?;
+            }
+            vendored.push(p.digest.clone());
+            p.vendored = true;
+        }
+    }
+    config.write(&repo.layout.config_file())?;
+    if !vendored.is_empty() {
+        trust_digests(repo, vendored, true)?;
+    }
+    Ok(out)
+}
+
+/// One row of `plugin list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Listed {
+    pub kind: String,
+    /// The pinned digest; `None` for a kind the objects use without a pin.
+    pub digest: Option<String>,
+    /// Where the component resolves: `built-in`, a file path, or `missing`.
+    pub source: String,
+    /// Whether this checkout may run it (built-ins always).
+    pub trusted: bool,
+    /// Why it does not resolve, when it does not.
+    pub problem: Option<String>,
+}
+
+/// The dataset's pins and the kinds its objects use, with where each
+/// resolves. Reads files and hashes them; runs no plugin but the built-ins.
+pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
+    let builtins = builtin::load_all(repo.runtime()).await?;
+    let builtin_digest = |kind: &str| {
+        builtins
+            .iter()
+            .find(|p| p.kind() == kind)
+            .map(|p| p.digest().to_string())
+    };
+    let places = Places::new(&repo.layout.plugins_dir());
+    let trusted = &repo.secrets().trusted_plugins;
+    let mut out = Vec::new();
+    for (kind, pin) in &repo.config.plugins {
+        let bd = builtin_digest(kind);
+        let row = match registry::locate(kind, &pin.digest, &places, bd.as_deref()) {
+            Ok(located) => {
+                let ok = registry::check_trust(kind, &pin.digest, &located, trusted);
+                Listed {
+                    kind: kind.clone(),
+                    digest: Some(pin.digest.clone()),
+                    source: source_text(repo, &located),
+                    trusted: ok.is_ok(),
+                    problem: ok.err().map(|e| e.to_string()),
+                }
+            }
+            Err(e) => Listed {
+                kind: kind.clone(),
+                digest: Some(pin.digest.clone()),
+                source: "missing".into(),
+                trusted: trusted.contains(&pin.digest),
+                problem: Some(e.to_string()),
+            },
+        };
+        out.push(row);
+    }
+    let used: BTreeSet<String> = repo.manifests()?.values().map(|m| m.kind.clone()).collect();
+    for kind in used
+        .iter()
+        .filter(|k| !repo.config.plugins.contains_key(*k))
+    {
+        let bd = builtin_digest(kind);
+        out.push(Listed {
+            kind: kind.clone(),
+            digest: None,
+            source: if bd.is_some() { "built-in" } else { "missing" }.into(),
+            trusted: bd.is_some(),
+            problem: bd.is_none().then(|| {
+                format!("no plugin serves kind {kind}: `tether plugin add PATH.wasm --kind {kind}`")
+            }),
+        });
+    }
+    out.sort_by(|a, b| a.kind.cmp(&b.kind));
+    Ok(out)
+}
+
+fn source_text(repo: &Repo, located: &Located) -> String {
+    match located {
+        Located::BuiltIn(_) => "built-in".into(),
+        Located::File { path, .. } => rel(repo, path),
+    }
+}
+
+/// One row of `plugin verify`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verified {
+    pub kind: String,
+    pub digest: String,
+    pub ok: bool,
+    /// `built-in` or the file it loaded from, when it loaded.
+    pub source: Option<String>,
+    pub problem: Option<String>,
+}
+
+/// Every pinned digest resolves, is trusted, and loads.
+pub async fn verify(repo: &Repo) -> Result<Vec<Verified>> {
+    let resolution = repo.plugin_resolution().await?;
+    Ok(repo
+        .config
+        .plugins
+        .iter()
+        .map(|(kind, pin)| match resolution.refused.get(kind) {
+            Some(e) => Verified {
+                kind: kind.clone(),
+                digest: pin.digest.clone(),
+                ok: false,
+                source: None,
+                problem: Some(e.to_string()),
+            },
+            None => Verified {
+                kind: kind.clone(),
+                digest: pin.digest.clone(),
+                ok: true,
+                source: resolution.plugins.get(kind).map(|p| match p.source() {
+                    PluginSource::BuiltIn => "built-in".to_string(),
+                    PluginSource::Path(path) => rel(repo, path),
+                }),
+                problem: None,
+            },
+        })
+        .collect())
+}
+
+/// What `plugin remove` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Removed {
+    pub kind: String,
+    pub digest: String,
+    /// The stored component deleted with it (no other kind used it).
+    pub deleted: Option<String>,
+}
+
+/// Drop `kind`'s pin, and its stored component when no other kind pins it.
+/// Trust is left alone: it is this checkout's record of what it agreed to.
+pub fn remove(repo: &Repo, kind: &str) -> Result<Removed> {
+    let _locks = repo.lock()?;
+    let mut config = Config::read(&repo.layout.config_file())?;
+    let Some(pin) = config.plugins.remove(kind) else {
+        return Err(TetherError::Refused(format!(
+            "kind {kind} is not pinned in this dataset: `tether plugin list` shows the pins"
+        )));
+    };
+    config.write(&repo.layout.config_file())?;
+    let deleted = drop_unused_file(repo, &config, &pin.digest)?;
+    Ok(Removed {
+        kind: kind.to_string(),
+        digest: pin.digest,
+        deleted,
+    })
+}
+
+/// Delete `.tether/plugins/<digest>` when no pin of `config` names it.
+fn drop_unused_file(repo: &Repo, config: &Config, digest: &str) -> Result<Option<String>> {
+    if config.plugins.values().any(|p| p.digest == digest) {
+        return Ok(None);
+    }
+    let stored: PathBuf = repo
+        .layout
+        .plugins_dir()
+        .join(registry::stored_file_name(digest));
+    match std::fs::remove_file(&stored) {
+        Ok(()) => Ok(Some(rel(repo, &stored))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(TetherError::io(
+            format!("cannot delete {}", stored.display()),
+            e,
+        )),
+    }
+}
+
+/// `path` relative to the dataset root when it is inside it.
+fn rel(repo: &Repo, path: &Path) -> String {
+    path.strip_prefix(repo.root())
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
