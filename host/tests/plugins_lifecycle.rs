@@ -1,0 +1,393 @@
+//! The plugin lifecycle end to end through the `tether` binary (issue 9,
+//! DESIGN §5): `tether plugin add | trust | untrust | pin | list | verify |
+//! remove`, a third-party plugin pinned, committed and cloned, trust checked
+//! before anything runs, and a dataset pinned to a built-in that outlives a
+//! change of the built-in.
+//!
+//! "The built-in changed" is simulated without rebuilding tether: the
+//! dataset pins the digest of `tests/plugins/memory-rebuild` (kind `memory`,
+//! other bytes than this binary's built-in memory), which is what a dataset
+//! pinned and vendored by another tether release looks like to this one.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use support::{Dataset, describe, stderr, stdout};
+
+fn digest(path: &Path) -> String {
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+    )
+}
+
+fn stored(root: &Path, digest: &str) -> PathBuf {
+    root.join(".tether/plugins")
+        .join(format!("{}.wasm", digest.replace(':', "-")))
+}
+
+fn run_in(d: &Dataset, dir: &Path, args: &[&str]) -> Output {
+    d.tether_in(dir, args)
+}
+
+fn ok_in(d: &Dataset, dir: &Path, args: &[&str]) -> String {
+    let out = run_in(d, dir, args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "tether {} should succeed:\n{}",
+        args.join(" "),
+        describe(&out)
+    );
+    stdout(&out)
+}
+
+/// Run `tether ARGS` in `dir`, require exit 1, return stderr.
+fn fails_in(d: &Dataset, dir: &Path, args: &[&str]) -> String {
+    let out = run_in(d, dir, args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "tether {} should fail:\n{}",
+        args.join(" "),
+        describe(&out)
+    );
+    format!("{}{}", stdout(&out), stderr(&out))
+}
+
+/// `tether backends --json` as kind -> row.
+fn backends(d: &Dataset, dir: &Path) -> serde_json::Map<String, Value> {
+    let rows: Vec<Value> =
+        serde_json::from_str(&ok_in(d, dir, &["backends", "--json"])).expect("backends JSON");
+    rows.into_iter()
+        .map(|r| (r["kind"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// The digest of this binary's built-in plugin of `kind`, as `tether
+/// backends` reports it outside any dataset (the embedded bytes; the file
+/// `build.rs` left in target/ may have been rebuilt since).
+fn builtin_digest(d: &Dataset, kind: &str) -> String {
+    backends(d, d.tmp())[kind]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn config_pin(root: &Path, kind: &str) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("tether.toml")).unwrap();
+    let cfg: toml::Value = toml::from_str(&text).unwrap();
+    cfg.get("plugins")?
+        .get(kind)?
+        .get("digest")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn trusted(root: &Path) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(root.join(".tether/secrets.toml")) else {
+        return Vec::new();
+    };
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    v.get("plugins")
+        .and_then(|p| p.get("trusted"))
+        .and_then(|t| t.as_array())
+        .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Every compiled component in a cache directory, by file name.
+fn compiled(cache: &Path) -> Vec<String> {
+    support::files_under(cache, cache)
+        .into_iter()
+        .filter(|p| p.ends_with(".cwasm"))
+        .collect()
+}
+
+#[test]
+fn third_party_plugin_is_pinned_committed_cloned_and_trusted_per_checkout() {
+    let acme = tether_testkit::test_plugin("acme");
+    let rebuild = tether_testkit::test_plugin("acme_rebuild");
+    let (da, dr) = (digest(&acme), digest(&rebuild));
+    assert_ne!(da, dr, "the two acme builds must differ");
+    let acme_s = acme.to_str().unwrap();
+    let rebuild_s = rebuild.to_str().unwrap();
+
+    let d = Dataset::init();
+    let root = d.root();
+    let builtin_memory = builtin_digest(&d, "memory");
+
+    // --kind must match what the component says it serves; nothing written.
+    let before = d.written();
+    let err = fails_in(&d, &root, &["plugin", "add", acme_s, "--kind", "memory"]);
+    assert!(err.contains("serves kind acme, not memory"), "{err}");
+    assert_eq!(d.written(), before);
+    // Not a component at all.
+    let junk = d.tmp().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm\x01\0\0\0").unwrap();
+    let err = fails_in(&d, &root, &["plugin", "add", junk.to_str().unwrap()]);
+    assert!(err.contains("not a WebAssembly component"), "{err}");
+
+    let out = ok_in(&d, &root, &["plugin", "add", acme_s, "--kind", "acme"]);
+    assert!(out.contains(&format!("added plugin acme {da}")), "{out}");
+    let file = stored(&root, &da);
+    assert_eq!(std::fs::read(&file).unwrap(), std::fs::read(&acme).unwrap());
+    assert_eq!(config_pin(&root, "acme").as_deref(), Some(da.as_str()));
+    assert_eq!(trusted(&root), vec![da.clone()]);
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let mode = std::fs::metadata(root.join(".tether/secrets.toml"))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // The stored component is committed with the dataset: git does not ignore it.
+    let ignored = d
+        .command("git", &root)
+        .args(["check-ignore", "-q"])
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert_eq!(ignored.code(), Some(1), "git ignores {}", file.display());
+
+    // The dataset uses it.
+    let store = d.memory_store("acme-store");
+    store.write(json!({"rows": 1}), "one row");
+    let system = format!("system={}", store.root.display());
+    let out = ok_in(
+        &d,
+        &root,
+        &["add", "things", "--kind", "acme", "--set", &system],
+    );
+    assert_eq!(out, "added things [acme]\n");
+    ok_in(&d, &root, &["status", "--snapshot"]);
+
+    // `tether backends` in the dataset: each kind's source and digest.
+    let rows = backends(&d, &root);
+    assert_eq!(rows["acme"]["digest"], json!(da));
+    assert_eq!(rows["acme"]["pinned"], json!(true));
+    assert!(
+        rows["acme"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(".tether/plugins/{}.wasm", da.replace(':', "-"))),
+        "{:?}",
+        rows["acme"]
+    );
+    assert_eq!(rows["memory"]["source"], json!("built-in"));
+    assert_eq!(rows["memory"]["digest"], json!(builtin_memory));
+    assert_eq!(rows["memory"]["pinned"], json!(false));
+    let text = ok_in(&d, &root, &["backends"]);
+    assert!(text.contains(&format!("digest {da} (pinned)")), "{text}");
+
+    d.git(&["add", "tether.toml", ".tether"]);
+    d.git(&["commit", "-q", "-m", "dataset with the acme plugin"]);
+    let tracked = d.git(&["ls-files", ".tether/plugins"]);
+    assert!(tracked.contains(&da.replace(':', "-")), "{tracked}");
+
+    // A clone brings the pin and the component, not the trust.
+    let out = d
+        .command("git", d.tmp())
+        .args(["clone", "-q", "ds", "clone"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let clone = d.tmp().join("clone");
+    assert!(stored(&clone, &da).is_file());
+    assert!(trusted(&clone).is_empty());
+
+    // Refused before it runs: with a fresh compile cache, nothing of acme is
+    // compiled (the built-ins are, as tether's own).
+    let cache = d.tmp().join("clone-cache");
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &clone)
+        .env("TETHER_CACHE_DIR", &cache)
+        .args(["status", "--snapshot"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("run `tether plugin trust {da}`")),
+        "{err}"
+    );
+    let hex_a = da.trim_start_matches("sha256:");
+    assert!(
+        !compiled(&cache).iter().any(|f| f.contains(hex_a)),
+        "an untrusted plugin was compiled: {:?}",
+        compiled(&cache)
+    );
+    // `backends` lists it as refused, `plugin list` as not trusted, `plugin
+    // verify` fails naming it.
+    let rows = backends(&d, &clone);
+    assert_eq!(rows["acme"]["installed"], json!(false));
+    assert!(
+        rows["acme"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("tether plugin trust")
+    );
+    let list: Vec<Value> =
+        serde_json::from_str(&ok_in(&d, &clone, &["plugin", "list", "--json"])).unwrap();
+    assert_eq!(list[0]["kind"], json!("acme"));
+    assert_eq!(list[0]["trusted"], json!(false));
+    let err = fails_in(&d, &clone, &["plugin", "verify"]);
+    assert!(err.contains(&format!("FAILED  acme {da}")), "{err}");
+
+    // Trusted, it runs.
+    let out = ok_in(&d, &clone, &["plugin", "trust", &da]);
+    assert_eq!(out, format!("trusted {da}\n"));
+    ok_in(&d, &clone, &["status", "--snapshot"]);
+    let out = ok_in(&d, &clone, &["plugin", "verify"]);
+    assert!(out.contains(&format!("ok      acme {da}")), "{out}");
+
+    // A different build of acme under the pinned name is refused, both
+    // digests named; so is adding it over the pin without --replace.
+    std::fs::copy(&rebuild, stored(&clone, &da)).unwrap();
+    let err = fails_in(&d, &clone, &["status", "--snapshot"]);
+    assert!(err.contains(&da) && err.contains(&dr), "{err}");
+    std::fs::copy(&acme, stored(&clone, &da)).unwrap();
+    let err = fails_in(&d, &clone, &["plugin", "add", rebuild_s]);
+    assert!(
+        err.contains(&format!("already pinned to plugin {da}")) && err.contains(&dr),
+        "{err}"
+    );
+    assert_eq!(config_pin(&clone, "acme").as_deref(), Some(da.as_str()));
+
+    // Untrusted again, refused again.
+    ok_in(&d, &clone, &["plugin", "untrust", &da]);
+    let err = fails_in(&d, &clone, &["status", "--snapshot"]);
+    assert!(err.contains("tether plugin trust"), "{err}");
+
+    // --replace pins the new build and drops the old file.
+    ok_in(&d, &clone, &["plugin", "add", rebuild_s, "--replace"]);
+    assert_eq!(config_pin(&clone, "acme").as_deref(), Some(dr.as_str()));
+    assert!(!stored(&clone, &da).exists());
+    ok_in(&d, &clone, &["status", "--snapshot"]);
+
+    // remove drops the pin and the file; then no plugin serves acme.
+    let out = ok_in(&d, &clone, &["plugin", "remove", "acme"]);
+    assert!(out.contains(&format!("removed pin acme {dr}")), "{out}");
+    assert!(!stored(&clone, &dr).exists());
+    assert_eq!(config_pin(&clone, "acme"), None);
+    let err = fails_in(&d, &clone, &["status", "--snapshot"]);
+    assert!(err.contains("acme"), "{err}");
+    let err = fails_in(&d, &clone, &["plugin", "remove", "acme"]);
+    assert!(err.contains("not pinned"), "{err}");
+}
+
+#[test]
+fn pinned_builtin_survives_a_change_of_the_builtin_once_the_component_is_present() {
+    let other = tether_testkit::test_plugin("memory_rebuild");
+    let dother = digest(&other);
+    let d = Dataset::init();
+    let root = d.root();
+    let db = builtin_digest(&d, "memory");
+    assert_ne!(db, dother);
+    let store = d.memory_store("m");
+    store.write(json!({"v": 1}), "one");
+    d.add_memory("m", &store);
+
+    // pin: the built-in's digest, nothing stored, nothing to trust.
+    let out = ok_in(&d, &root, &["plugin", "pin"]);
+    assert_eq!(out, format!("pinned memory {db} (built-in)\n"));
+    assert_eq!(config_pin(&root, "memory").as_deref(), Some(db.as_str()));
+    assert!(!root.join(".tether/plugins").exists());
+    assert!(trusted(&root).is_empty());
+    ok_in(&d, &root, &["status", "--snapshot"]);
+    let out = ok_in(&d, &root, &["plugin", "verify"]);
+    assert!(
+        out.contains(&format!("ok      memory {db} (built-in)")),
+        "{out}"
+    );
+
+    // --vendor stores the built-in's bytes beside the pin.
+    let out = ok_in(&d, &root, &["plugin", "pin", "--vendor"]);
+    assert_eq!(out, format!("pinned memory {db} (built-in, vendored)\n"));
+    assert_eq!(digest(&stored(&root, &db)), db);
+    let rows = backends(&d, &root);
+    assert_eq!(rows["memory"]["source"], json!("built-in"));
+    assert_eq!(rows["memory"]["pinned"], json!(true));
+
+    // Another release's tether pinned and vendored its built-in memory
+    // (here: memory-rebuild) and this checkout trusts what it vendored. This
+    // tether's built-in differs, yet the dataset keeps its pinned component.
+    std::fs::remove_file(stored(&root, &db)).unwrap();
+    let text = std::fs::read_to_string(root.join("tether.toml")).unwrap();
+    std::fs::write(root.join("tether.toml"), text.replace(&db, &dother)).unwrap();
+    std::fs::copy(&other, stored(&root, &dother)).unwrap();
+    ok_in(&d, &root, &["plugin", "trust", &dother]);
+    ok_in(&d, &root, &["status", "--snapshot"]);
+    let rows = backends(&d, &root);
+    assert_eq!(rows["memory"]["digest"], json!(dother));
+    assert!(
+        rows["memory"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with(".wasm")
+    );
+
+    // Without the component, it refuses, naming the digest it wants and the
+    // built-in it found instead.
+    let away = d.tmp().join("user-plugins");
+    std::fs::create_dir_all(&away).unwrap();
+    std::fs::rename(
+        stored(&root, &dother),
+        away.join(format!("{}.wasm", dother.replace(':', "-"))),
+    )
+    .unwrap();
+    let err = fails_in(&d, &root, &["status", "--snapshot"]);
+    assert!(
+        err.contains(&format!("pinned to plugin {dother}"))
+            && err.contains(&format!("the built-in memory is {db}")),
+        "{err}"
+    );
+    let err = fails_in(&d, &root, &["plugin", "verify"]);
+    assert!(err.contains(&format!("FAILED  memory {dother}")), "{err}");
+
+    // The user plugin directory is the last place looked.
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &root)
+        .env("TETHER_PLUGIN_DIR", &away)
+        .args(["status", "--snapshot"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    // Unpinned again, the built-in serves the kind.
+    ok_in(&d, &root, &["plugin", "remove", "memory"]);
+    ok_in(&d, &root, &["status", "--snapshot"]);
+    assert_eq!(backends(&d, &root)["memory"]["digest"], json!(db));
+}
+
+#[test]
+fn trust_edits_only_its_table_and_refuses_bad_digests() {
+    let d = Dataset::init();
+    let root = d.root();
+    let secrets = root.join(".tether/secrets.toml");
+    std::fs::write(
+        &secrets,
+        "# my settings\n[backends.memory]\nnote = \"kept\"  # as written\n",
+    )
+    .unwrap();
+    let dig = format!("sha256:{}", "ab".repeat(32));
+    ok_in(&d, &root, &["plugin", "trust", &dig]);
+    let text = std::fs::read_to_string(&secrets).unwrap();
+    assert!(
+        text.starts_with("# my settings\n[backends.memory]\nnote = \"kept\"  # as written\n"),
+        "{text}"
+    );
+    assert_eq!(trusted(&root), vec![dig.clone()]);
+    assert_eq!(
+        ok_in(&d, &root, &["plugin", "trust", &dig]),
+        format!("already trusted {dig}\n")
+    );
+    ok_in(&d, &root, &["plugin", "untrust", &dig]);
+    assert!(trusted(&root).is_empty());
+    let err = fails_in(&d, &root, &["plugin", "trust", "sha256:xyz"]);
+    assert!(err.contains("not a plugin digest"), "{err}");
+}
