@@ -35,6 +35,7 @@ fn main() {
     }
 
     let wasm_dir = target_dir.join("wasm32-wasip2").join("release");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
     let mut code = String::from(
         "/// The first-party plugins, built from `plugins/` and embedded at build time.\n\
          pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[\n",
@@ -51,17 +52,21 @@ fn main() {
                 file.display()
             );
         }
+        // Embed a private copy: another build may rebuild the shared plugin
+        // directory between this hash and rustc's include_bytes!.
         let bytes = fs::read(&file).expect("read a built plugin component");
         let sha256 = hex::encode(Sha256::digest(&bytes));
+        let embedded = out_dir.join(format!("{}.wasm", name.replace('-', "_")));
+        fs::write(&embedded, &bytes).expect("copy a plugin component into OUT_DIR");
         writeln!(
             code,
             "    BuiltinPlugin {{ crate_name: {name:?}, wasm: include_bytes!({:?}), sha256: {sha256:?} }},",
-            file.display().to_string()
+            embedded.display().to_string()
         )
         .unwrap();
     }
     code.push_str("];\n");
-    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("builtin_plugins.rs");
+    let out = out_dir.join("builtin_plugins.rs");
     fs::write(out, code).expect("write builtin_plugins.rs");
     println!(
         "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
