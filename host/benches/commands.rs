@@ -88,10 +88,13 @@ impl Bench {
     fn compiles(&self, d: &Dataset, args: &[&str]) -> (usize, usize) {
         let (_, out) = self.run(d, args, true);
         let log = String::from_utf8_lossy(&out.stderr);
-        (
-            log.matches("how=Compiled").count(),
-            log.matches("how=FromCache").count(),
-        )
+        // The log may be coloured: match the message and the value, not `how=`.
+        let loads: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("loaded plugin component"))
+            .collect();
+        let count = |how: &str| loads.iter().filter(|l| l.trim_end().ends_with(how)).count();
+        (count("Compiled"), count("FromCache"))
     }
 }
 
