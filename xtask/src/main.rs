@@ -8,6 +8,8 @@
 //! - `demo`: set up, build, and run the main job.
 //! - `test`: set up, then every check CI runs (fmt, clippy, tests).
 //! - `bench`: the benchmarks, in release mode.
+//! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
+//!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,8 +28,11 @@ fn main() -> Result<()> {
         "demo" => demo(),
         "test" => test(rest),
         "bench" => bench(rest),
+        "new-plugin" => new_plugin(rest),
         "help" | "--help" | "-h" => {
-            println!("usage: cargo xtask <setup | build-plugins | demo | test | bench>");
+            println!(
+                "usage: cargo xtask <setup | build-plugins | demo | test | bench | new-plugin NAME [--dir DIR]>"
+            );
             Ok(())
         }
         other => bail!("unknown task {other:?}; try `cargo xtask help`"),
@@ -285,4 +290,106 @@ fn bench(extra: &[String]) -> Result<()> {
             "commands",
         ])
         .args(extra))
+}
+
+/// The plugin template's files: (path in the new crate, template text).
+/// `{{name}}` is the kind, `{{crate_name}}` the package, `{{lib_name}}` the
+/// component's file stem, `{{type_name}}` the backend type, `{{sdk_path}}`
+/// this checkout's `sdk/`.
+const PLUGIN_TEMPLATE: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../templates/plugin/Cargo.toml.tmpl"),
+    ),
+    (
+        ".cargo/config.toml",
+        include_str!("../templates/plugin/cargo/config.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../templates/plugin/src/lib.rs.tmpl"),
+    ),
+    (
+        "README.md",
+        include_str!("../templates/plugin/README.md.tmpl"),
+    ),
+];
+
+/// `new-plugin NAME [--dir DIR]`: write a plugin crate for kind NAME into
+/// DIR (default `./NAME`), which must not exist yet. The crate depends on
+/// this checkout's `sdk/` by path and starts from the first-party plugins'
+/// `Cargo.lock`, so it builds offline with the versions tether is tested with.
+fn new_plugin(args: &[String]) -> Result<()> {
+    let mut name = None;
+    let mut dir = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => dir = Some(PathBuf::from(it.next().context("--dir needs a path")?)),
+            other if other.starts_with('-') => bail!("unknown option {other:?}"),
+            other if name.is_none() => name = Some(other.to_string()),
+            other => bail!("unexpected argument {other:?}"),
+        }
+    }
+    let Some(name) = name else {
+        bail!("usage: cargo xtask new-plugin NAME [--dir DIR]");
+    };
+    let valid = !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid {
+        bail!(
+            "plugin name {name:?} must start with a lowercase letter and hold only lowercase letters, digits and '-' (it is the kind)"
+        );
+    }
+    let dir = match dir {
+        Some(d) => d,
+        None => std::env::current_dir()?.join(&name),
+    };
+    if dir.exists() {
+        bail!("{} already exists; choose another --dir", dir.display());
+    }
+    let crate_name = format!("tether-plugin-{name}");
+    let lib_name = crate_name.replace('-', "_");
+    let type_name: String = name
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    let type_name = if type_name.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("Backend{type_name}")
+    } else {
+        type_name
+    };
+    let sdk_path = root().join("sdk");
+    let sdk_path = sdk_path.to_string_lossy().replace('\\', "/");
+    for (rel, text) in PLUGIN_TEMPLATE {
+        let out = text
+            .replace("{{name}}", &name)
+            .replace("{{crate_name}}", &crate_name)
+            .replace("{{lib_name}}", &lib_name)
+            .replace("{{type_name}}", &type_name)
+            .replace("{{sdk_path}}", &sdk_path);
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().expect("template paths have a parent"))?;
+        std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let lock = root().join("plugins").join("Cargo.lock");
+    if lock.is_file() {
+        std::fs::copy(&lock, dir.join("Cargo.lock"))?;
+    }
+    eprintln!(
+        "new-plugin: wrote {} (kind {name}); next:\n  cd {} && cargo build --release\n  \
+         tether-conformance target/wasm32-wasip2/release/{lib_name}.wasm",
+        dir.display(),
+        dir.display()
+    );
+    Ok(())
 }
