@@ -15,6 +15,8 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use exports::tether::backend::backend as backend_iface;
-pub use exports::tether::backend::harness as harness_iface;
-pub use tether::backend::types;
+pub use self::exports::tether::backend::backend as backend_iface;
+pub use self::exports::tether::backend::harness as harness_iface;
+// `self::`: rustdoc passes `--extern tether`, which would shadow the
+// generated `tether` module.
+pub use self::tether::backend::types;
