@@ -46,7 +46,7 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
         .map_err(|e| TetherError::io(format!("cannot read {}", path.display()), e))?;
     let digest = registry::digest_of(&bytes);
     let plugin = repo
-        .runtime()
+        .runtime()?
         .load_bytes(&bytes, PluginSource::Path(path.to_path_buf()))
         .await?;
     let actual = plugin.kind().to_string();
@@ -223,7 +223,7 @@ pub struct Listed {
 /// The dataset's pins and the kinds its objects use, with where each
 /// resolves. Reads files and hashes them; runs no plugin but the built-ins.
 pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
-    let builtins = builtin::load_all(repo.runtime()).await?;
+    let builtins = builtin::load_all(repo.runtime()?).await?;
     let builtin_digest = |kind: &str| {
         builtins
             .iter()

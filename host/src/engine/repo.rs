@@ -30,7 +30,9 @@ pub struct Repo {
     pub config: Config,
     pub vcs: Box<dyn Vcs>,
     secrets: Secrets,
-    runtime: Runtime,
+    /// Started on first use: a command served from cached descriptors and
+    /// snapshots (a plain `status`) never builds a wasm engine.
+    runtime: std::sync::OnceLock<Runtime>,
     plugins: OnceCell<PluginResolution>,
 }
 
@@ -66,13 +68,12 @@ impl Repo {
         let vcs = vcs::detect(layout.root(), prefer(&config))?;
         Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
         let secrets = Secrets::read(&layout.secrets_file())?;
-        let runtime = Runtime::global()?;
         Ok(Repo {
             layout,
             config,
             vcs,
             secrets,
-            runtime,
+            runtime: std::sync::OnceLock::new(),
             plugins: OnceCell::new(),
         })
     }
@@ -112,8 +113,12 @@ impl Repo {
         &self.secrets
     }
 
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
+    pub fn runtime(&self) -> Result<&Runtime> {
+        if let Some(rt) = self.runtime.get() {
+            return Ok(rt);
+        }
+        let rt = Runtime::global()?;
+        Ok(self.runtime.get_or_init(|| rt))
     }
 
     /// A path of the dataset as the VCS names it (relative to the VCS root).
@@ -203,7 +208,8 @@ impl Repo {
         self.plugins
             .get_or_try_init(|| async {
                 let mut builtins = BTreeMap::new();
-                for p in builtin::load_all(&self.runtime).await? {
+                let runtime = self.runtime()?;
+                for p in builtin::load_all(runtime).await? {
                     builtins.insert(p.kind().to_string(), p);
                 }
                 let places = registry::Places::new(&self.layout.plugins_dir());
@@ -213,7 +219,7 @@ impl Repo {
                     // Trust is checked before the component is compiled: an
                     // untrusted one is never run, not even to describe itself.
                     match registry::load_pinned(
-                        &self.runtime,
+                        runtime,
                         kind,
                         &pin.digest,
                         &places,
@@ -234,6 +240,43 @@ impl Repo {
                 Ok::<_, TetherError>(PluginResolution { plugins, refused })
             })
             .await
+    }
+
+    /// Every kind's descriptor, as [`Repo::plugins`] would give them, but read
+    /// from the descriptor cache when it can be: when every built-in was
+    /// described before and every pin names a built-in. Otherwise the plugins
+    /// are loaded.
+    pub async fn descriptors(&self) -> Result<BTreeMap<String, Descriptor>> {
+        if self.plugins.get().is_none()
+            && let Some(cached) = self.cached_descriptors()
+        {
+            return Ok(cached);
+        }
+        Ok(self
+            .plugins()
+            .await?
+            .iter()
+            .map(|(k, p)| (k.clone(), p.descriptor().clone()))
+            .collect())
+    }
+
+    fn cached_descriptors(&self) -> Option<BTreeMap<String, Descriptor>> {
+        let root = crate::plugin::default_cache_root();
+        let mut out = BTreeMap::new();
+        let mut digests = BTreeMap::new();
+        for b in builtin::BUILTIN_PLUGINS {
+            let d = crate::plugin::cached_descriptor(&root, b.sha256)?;
+            digests.insert(d.kind.clone(), format!("sha256:{}", b.sha256));
+            out.insert(d.kind.clone(), d);
+        }
+        // A pin the built-in satisfies changes nothing; any other needs the
+        // registry (trust, stored components).
+        let pins_are_builtin = self
+            .config
+            .plugins
+            .iter()
+            .all(|(kind, pin)| digests.get(kind) == Some(&pin.digest));
+        pins_are_builtin.then_some(out)
     }
 
     /// The plugin serving `kind`.

@@ -68,11 +68,11 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
     if take {
         snapshot::snapshot(repo, &mut ws, &manifests, &keys).await?;
     }
-    let plugins = repo.plugins().await?;
+    let descriptors = repo.descriptors().await?;
     let mut objects = Vec::with_capacity(keys.len());
     for key in &keys {
         let m = &manifests[key];
-        let descriptor = plugins.get(&m.kind).map(|p| p.descriptor());
+        let descriptor = descriptors.get(&m.kind);
         objects.push(object_status(
             key,
             m,

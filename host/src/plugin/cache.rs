@@ -98,14 +98,6 @@ impl ComponentCache {
     }
 
     fn trusted(&self, path: &Path) -> bool {
-        let uid = rustix::process::geteuid().as_raw();
-        let owned_private = |p: &Path, want_dir: bool| {
-            std::fs::symlink_metadata(p).is_ok_and(|m| {
-                (if want_dir { m.is_dir() } else { m.is_file() })
-                    && m.uid() == uid
-                    && m.mode() & 0o022 == 0
-            })
-        };
         owned_private(&self.dir, true)
             && owned_private(path, false)
             && matches!(
@@ -129,6 +121,53 @@ impl ComponentCache {
     }
 }
 
+/// Descriptors by component digest: `describe` is a pure function of the
+/// component, so a command that needs only kinds, tiers and capabilities
+/// (`status` from its cached snapshot) reads them here instead of loading and
+/// instantiating every plugin. Same trust rule as the compiled components:
+/// only files this host wrote, in a directory only this user can write.
+pub(crate) fn descriptor_path(root: &Path, digest_hex: &str) -> PathBuf {
+    root.join("descriptors").join(format!("{digest_hex}.json"))
+}
+
+pub(crate) fn read_descriptor(root: &Path, digest_hex: &str) -> Option<super::types::Descriptor> {
+    let path = descriptor_path(root, digest_hex);
+    let dir = path.parent()?;
+    if !(owned_private(dir, true) && owned_private(&path, false)) {
+        return None;
+    }
+    let text = std::fs::read(&path).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+pub(crate) fn write_descriptor(
+    root: &Path,
+    digest_hex: &str,
+    d: &super::types::Descriptor,
+) -> std::io::Result<()> {
+    let path = descriptor_path(root, digest_hex);
+    let dir = path.parent().expect("a descriptor path has a parent");
+    create_private_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".json")
+        .tempfile_in(dir)?;
+    tmp.write_all(&serde_json::to_vec(d).map_err(std::io::Error::other)?)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    tmp.persist(&path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A regular file (or, with `want_dir`, a directory), not a symlink, owned
+/// by the current user and writable by no one else.
+fn owned_private(p: &Path, want_dir: bool) -> bool {
+    let uid = rustix::process::geteuid().as_raw();
+    std::fs::symlink_metadata(p).is_ok_and(|m| {
+        (if want_dir { m.is_dir() } else { m.is_file() }) && m.uid() == uid && m.mode() & 0o022 == 0
+    })
+}
+
 fn create_private_dir_all(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
@@ -140,3 +179,41 @@ fn create_private_dir_all(dir: &Path) -> std::io::Result<()> {
 }
 
 use std::os::unix::fs::DirBuilderExt as _;
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::plugin::types::Descriptor;
+
+    fn descriptor() -> Descriptor {
+        Descriptor {
+            kind: "k".into(),
+            maturity: "stable".into(),
+            capabilities: vec!["FINGERPRINT".into()],
+            volatile_keys: vec![],
+            local_path_keys: vec![],
+            local_path_prefixes: vec![],
+            storage_keys: vec![],
+            tree_keys: vec![],
+            promote_hint: String::new(),
+            abi: "0.1.0".into(),
+        }
+    }
+
+    #[test]
+    fn a_descriptor_round_trips_and_a_writable_one_is_ignored() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(read_descriptor(root.path(), "ab"), None);
+        write_descriptor(root.path(), "ab", &descriptor()).unwrap();
+        assert_eq!(read_descriptor(root.path(), "ab"), Some(descriptor()));
+        let path = descriptor_path(root.path(), "ab");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            read_descriptor(root.path(), "ab"),
+            None,
+            "someone else could have written it"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
-use super::bindings::{BackendPluginWithHarness, backend_iface, harness_iface};
+use super::bindings::{BackendPluginFull, backend_iface, describe_ext_iface, harness_iface};
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::CallState;
@@ -119,6 +119,8 @@ pub struct Plugin {
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) backend: backend_iface::GuestIndices,
     pub(crate) harness: Option<harness_iface::GuestIndices>,
+    /// `describe-ext` (since 0.1.1), absent from older plugins.
+    describe_ext: Option<describe_ext_iface::GuestIndices>,
     pub(crate) kind: Arc<str>,
     descriptor: Descriptor,
     digest: String,
@@ -152,7 +154,7 @@ impl Runtime {
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        BackendPluginWithHarness::add_to_linker::<CallState, HasSelf<CallState>>(
+        BackendPluginFull::add_to_linker::<CallState, HasSelf<CallState>>(
             &mut linker,
             |s| s,
         )
@@ -253,11 +255,16 @@ impl Runtime {
             ))
         })?;
         let harness = harness_iface::GuestIndices::new(&pre).ok();
+        // Optional like the harness: a plugin built before 0.1.1 lacks it. A
+        // plugin exporting it with the wrong shape loses it too, rather than
+        // failing to load, since nothing it exports is required.
+        let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
         let mut plugin = Plugin {
             shared: self.shared.clone(),
             pre,
             backend,
             harness,
+            describe_ext,
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
             digest: format!("sha256:{digest_hex}"),
@@ -274,6 +281,13 @@ impl Runtime {
             source_name: source_name.clone(),
             detail,
         })?;
+        if super::cache::read_descriptor(&shared.config.cache_root, &digest_hex).as_ref()
+            != Some(&descriptor)
+            && let Err(e) =
+                super::cache::write_descriptor(&shared.config.cache_root, &digest_hex, &descriptor)
+        {
+            tracing::debug!("could not cache the descriptor of {source_name}: {e}");
+        }
         plugin.kind = Arc::from(descriptor.kind.as_str());
         plugin.descriptor = descriptor;
         Ok(Arc::new(plugin))
@@ -301,6 +315,25 @@ impl Plugin {
     /// Whether the component exports the conformance `harness`.
     pub fn has_harness(&self) -> bool {
         self.harness.is_some()
+    }
+
+    /// The settings this plugin accepts from the committed tether.toml's
+    /// `[backends.<kind>]`, as dotted paths (`storage_options.region`), or
+    /// `None` when the plugin does not say (it predates `describe-ext`, 0.1.1).
+    /// Asked on demand, so loading a plugin costs no extra instance.
+    pub async fn config_keys(&self) -> Result<Option<Vec<String>>, BackendError> {
+        let Some(indices) = &self.describe_ext else {
+            return Ok(None);
+        };
+        let (mut store, instance) = self.instantiate(Grants::new(Vec::<String>::new())).await?;
+        let ext = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        let keys = ext
+            .call_config_keys(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        Ok(Some(keys))
     }
 
     async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
@@ -453,7 +486,9 @@ fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
     Ok(())
 }
 
-/// Same rule as wasmtime's linker: `0.minor` versions are compatible across patches.
+/// Same rule as wasmtime's linker and export lookup: `0.minor` versions are
+/// compatible across patches (a 0.1.0 plugin on this 0.1.1 host, and a 0.1.2
+/// one too: whatever it adds is optional), other minors and majors are not.
 fn abi_compatible(abi: &str) -> bool {
     let parts = |v: &str| -> Option<(u64, u64)> {
         let mut it = v.split('.');
@@ -517,4 +552,19 @@ fn start_epoch_ticker(engine: &Engine) {
             }
         })
         .expect("spawn the epoch ticker thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abi_compatible;
+
+    #[test]
+    fn every_0_1_patch_is_compatible_and_nothing_else() {
+        for abi in ["0.1.0", "0.1.1", "0.1.7"] {
+            assert!(abi_compatible(abi), "{abi}");
+        }
+        for abi in ["0.2.0", "0.0.9", "1.0.0", "1.1.0", "", "0", "x.y", "0.x.0"] {
+            assert!(!abi_compatible(abi), "{abi:?}");
+        }
+    }
 }
