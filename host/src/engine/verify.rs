@@ -35,9 +35,6 @@ use crate::model::{Manifest, key};
 use crate::plugin::{BackendError, PinRef, VerifyReport, VerifyStatus, fan_out};
 use crate::vcs::CommitId;
 
-/// How many verify calls run at once: well under the runtime's instance pool.
-const BATCH: usize = 32;
-
 #[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
     pub keys: Vec<String>,
@@ -156,41 +153,64 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
     }
 
     let mut result = VerifyResult::default();
-    let mut pending = subjects.into_iter().peekable();
-    while pending.peek().is_some() {
-        let batch: Vec<Subject> = pending.by_ref().take(BATCH).collect();
-        let mut calls = Vec::new();
-        let mut labels = Vec::new();
-        for (i, s) in batch.into_iter().enumerate() {
-            let outcome = match repo.client(&s.manifest).await {
-                Ok(client) => {
-                    let state = Value::Object(s.manifest.state.clone().unwrap_or_default());
-                    let pin = pin_ref(&s.manifest);
-                    let deep = opts.deep;
-                    Some(async move { client.verify(&state, pin.as_ref(), deep).await })
+    // One batch per object: every pin it ever had is verified in one plugin
+    // instance, and the objects run concurrently.
+    let mut groups: BTreeMap<(String, String), Vec<Subject>> = BTreeMap::new();
+    for s in subjects {
+        let object = (
+            s.manifest.kind.clone(),
+            crate::model::canonical::to_string(&Value::Object(s.manifest.locator.clone())),
+        );
+        groups.entry(object).or_default().push(s);
+    }
+    let mut calls = Vec::new();
+    let mut group_labels = Vec::new();
+    for (object, group) in groups {
+        let client = match repo.client(&group[0].manifest).await {
+            Ok(client) => client,
+            // A kind this tether cannot run is an answer for its labels,
+            // not a failure of the whole report.
+            Err(e @ TetherError::UnknownKind { .. }) => {
+                for label in group.iter().flat_map(|s| &s.labels) {
+                    result.reports.insert(
+                        label.clone(),
+                        LabelReport {
+                            status: VerifyStatus::Unknown,
+                            message: e.to_string(),
+                        },
+                    );
                 }
-                // A kind this tether cannot run is an answer for its labels,
-                // not a failure of the whole report.
-                Err(e @ TetherError::UnknownKind { .. }) => {
-                    for label in &s.labels {
-                        result.reports.insert(
-                            label.clone(),
-                            LabelReport {
-                                status: VerifyStatus::Unknown,
-                                message: e.to_string(),
-                            },
-                        );
-                    }
-                    None
-                }
-                Err(e) => return Err(e),
-            };
-            if let Some(call) = outcome {
-                calls.push((i, call));
-                labels.push((s.key, s.labels));
+                continue;
             }
-        }
-        for ((_, outcome), (key, labels)) in fan_out(calls).await.results.into_iter().zip(labels) {
+            Err(e) => return Err(e),
+        };
+        let items: Vec<(Value, Option<PinRef>)> = group
+            .iter()
+            .map(|s| {
+                (
+                    Value::Object(s.manifest.state.clone().unwrap_or_default()),
+                    pin_ref(&s.manifest),
+                )
+            })
+            .collect();
+        let deep = opts.deep;
+        calls.push((
+            object,
+            async move { client.verify_batch(&items, deep).await },
+        ));
+        group_labels.push(
+            group
+                .into_iter()
+                .map(|s| (s.key, s.labels))
+                .collect::<Vec<_>>(),
+        );
+    }
+    for ((_, outcome), subjects) in fan_out(calls).await.results.into_iter().zip(group_labels) {
+        let outcomes: Vec<std::result::Result<VerifyReport, BackendError>> = match outcome {
+            Ok(each) => each,
+            Err(e) => subjects.iter().map(|_| Err(e.clone())).collect(),
+        };
+        for ((key, labels), outcome) in subjects.into_iter().zip(outcomes) {
             let report = to_label_report(&key, outcome);
             for label in labels {
                 result.reports.insert(label, report.clone());

@@ -15,8 +15,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::bindings::backend_iface;
 use super::bindings::types as wit;
 use super::error::BackendError;
+use super::host::CallState;
 use super::runtime::Plugin;
 use super::storage::Grants;
 use super::tree::{Tree, TreeGrants};
@@ -309,6 +311,36 @@ impl ObjectClient {
         reply!(self.call(Call::ListPins).await?, Strings)
     }
 
+    /// Verify many (state, pin) pairs of this object in one instance, in
+    /// order; one result per pair.
+    pub async fn verify_batch(
+        &self,
+        items: &[(Value, Option<PinRef>)],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
+        let calls = items
+            .iter()
+            .map(|(state, pin)| Call::Verify(json_in(state), pin.as_ref().map(Into::into), deep))
+            .collect();
+        let tree = Tree::new(
+            TreeGrants::new(self.tree_grants.iter().cloned()),
+            self.hash_cache.clone(),
+        );
+        let replies = run_batch(
+            &self.plugin,
+            &self.config,
+            &self.locator,
+            self.grants.clone(),
+            tree,
+            calls,
+        )
+        .await?;
+        Ok(replies
+            .into_iter()
+            .map(|r| r.and_then(|r| reply!(r, Verify).map(Into::into)))
+            .collect())
+    }
+
     pub async fn verify(
         &self,
         state: &Value,
@@ -528,6 +560,32 @@ async fn run(
     }
 }
 
+/// A batch of calls on one instance, bounded by one deadline per call.
+async fn run_batch(
+    plugin: &Plugin,
+    config: &str,
+    locator: &str,
+    grants: Vec<String>,
+    tree: Tree,
+    calls: Vec<Call>,
+) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
+    let limit = plugin.shared.config.call_timeout;
+    let n = u32::try_from(calls.len().max(1)).unwrap_or(u32::MAX);
+    match tokio::time::timeout(
+        limit.saturating_mul(n) + std::time::Duration::from_secs(1),
+        run_inner_batch(plugin, config, locator, grants, tree, calls),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Deadline {
+            kind: plugin.kind_label(),
+            limit,
+        }),
+    }
+}
+
+/// One call in a fresh instance.
 async fn run_inner(
     plugin: &Plugin,
     config: &str,
@@ -536,14 +594,70 @@ async fn run_inner(
     tree: Tree,
     call: Call,
 ) -> Result<Reply, BackendError> {
+    run_inner_batch(plugin, config, locator, grants, tree, vec![call])
+        .await?
+        .pop()
+        .expect("one reply per call")
+}
+
+/// Several calls on one object in one instance: instantiated and configured
+/// once, so a batch (verifying every pin an object ever had) costs one
+/// instantiation rather than one per call. Plugins keep no state between
+/// calls, so this is observably the same as separate calls. After a trap the
+/// instance is gone: the calls left get the same error.
+async fn run_inner_batch(
+    plugin: &Plugin,
+    config: &str,
+    locator: &str,
+    grants: Vec<String>,
+    tree: Tree,
+    calls: Vec<Call>,
+) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(Grants::new(grants)).await?;
     store.data_mut().set_tree(tree);
     let s = &mut store;
-    let fault = |e: wasmtime::Error, s: &wasmtime::Store<_>| plugin.fault(e, s);
     let backend = plugin
         .backend
         .load(&mut *s, &instance)
-        .map_err(|e| fault(e, s))?;
+        .map_err(|e| plugin.fault(e, s))?;
+    // `json` is a type alias of `string`, so the bindings take `&String`.
+    let (config, locator) = (config.to_string(), locator.to_string());
+    match backend.call_configure(&mut *s, &config).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(BackendError::from(e)),
+        Err(e) => return Err(plugin.fault(e, s)),
+    }
+    let mut replies = Vec::with_capacity(calls.len());
+    let total = calls.len();
+    for call in calls {
+        // Each call of a batch gets the whole deadline, as a lone call would.
+        s.set_epoch_deadline(plugin.deadline_ticks());
+        let reply = dispatch(plugin, &backend, s, &instance, &locator, call).await;
+        let trapped = matches!(&reply, Err(e) if e.is_contained_fault() || matches!(e, BackendError::Runtime { .. }));
+        replies.push(reply);
+        if trapped {
+            let err = replies
+                .last()
+                .and_then(|r| r.as_ref().err())
+                .cloned()
+                .expect("just pushed");
+            replies.resize_with(total, || Err(err.clone()));
+            break;
+        }
+    }
+    Ok(replies)
+}
+
+/// Run one call on an instance that is already configured.
+async fn dispatch(
+    plugin: &Plugin,
+    backend: &backend_iface::Guest,
+    s: &mut wasmtime::Store<CallState>,
+    instance: &wasmtime::component::Instance,
+    l: &String,
+    call: Call,
+) -> Result<Reply, BackendError> {
+    let fault = |e: wasmtime::Error, s: &wasmtime::Store<_>| plugin.fault(e, s);
     macro_rules! go {
         ($fut:expr) => {
             match $fut.await {
@@ -553,10 +667,6 @@ async fn run_inner(
             }
         };
     }
-    // `json` is a type alias of `string`, so the bindings take `&String`.
-    let (config, locator) = (config.to_string(), locator.to_string());
-    go!(backend.call_configure(&mut *s, &config));
-    let l = &locator;
     let reply = match call {
         Call::ValidateLocator => {
             go!(backend.call_validate_locator(&mut *s, l));
@@ -647,7 +757,7 @@ async fn run_inner(
                     plugin.kind_label()
                 ))
             })?;
-            let harness = indices.load(&mut *s, &instance).map_err(|e| fault(e, s))?;
+            let harness = indices.load(&mut *s, instance).map_err(|e| fault(e, s))?;
             match call {
                 Call::HarnessNewObject(scratch) => {
                     Reply::Json(go!(harness.call_new_object(&mut *s, &scratch)))

@@ -57,7 +57,13 @@ fn render(failures: &[(String, BackendError)]) -> String {
         .join("; ")
 }
 
-/// Run one future per object concurrently on the tokio runtime.
+/// At most this many calls of one fan-out run at once. Each plugin call holds
+/// an instance from the runtime's pool (256 by default) while it runs, and a
+/// dataset may have more objects than that.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Run one future per object concurrently on the tokio runtime, at most
+/// [`MAX_IN_FLIGHT`] at a time.
 pub async fn fan_out<K, T, F>(calls: impl IntoIterator<Item = (K, F)>) -> FanOut<K, T>
 where
     K: Send + 'static,
@@ -66,9 +72,18 @@ where
 {
     let mut set = JoinSet::new();
     let mut keys = Vec::new();
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     for (i, (key, fut)) in calls.into_iter().enumerate() {
         keys.push(Some(key));
-        set.spawn(async move { (i, fut.await) });
+        let permits = permits.clone();
+        set.spawn(async move {
+            // The semaphore is never closed, so acquiring cannot fail.
+            let _permit = permits
+                .acquire_owned()
+                .await
+                .expect("fan-out semaphore is never closed");
+            (i, fut.await)
+        });
     }
     let mut slots: Vec<Option<Result<T, BackendError>>> = (0..keys.len()).map(|_| None).collect();
     while let Some(joined) = set.join_next().await {
@@ -92,4 +107,43 @@ where
         })
         .collect();
     FanOut { results }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn results_keep_their_order_and_concurrency_is_bounded() {
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let calls = (0..300).map(|i| {
+            let (now, peak) = (now.clone(), peak.clone());
+            (i, async move {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(n, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                if i % 7 == 0 {
+                    Err(BackendError::Other(format!("no {i}")))
+                } else {
+                    Ok(i * 2)
+                }
+            })
+        });
+        let out = fan_out(calls).await;
+        assert!(peak.load(Ordering::SeqCst) <= MAX_IN_FLIGHT);
+        for (i, (k, r)) in out.results.iter().enumerate() {
+            assert_eq!(*k, i);
+            match r {
+                Ok(v) => assert_eq!(*v, i * 2),
+                Err(e) => assert_eq!(e.to_string(), format!("no {i}")),
+            }
+        }
+        let err = out.into_result().unwrap_err();
+        assert_eq!(err.failures.len(), 43);
+    }
 }

@@ -154,11 +154,8 @@ impl Runtime {
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        BackendPluginFull::add_to_linker::<CallState, HasSelf<CallState>>(
-            &mut linker,
-            |s| s,
-        )
-        .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        BackendPluginFull::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         start_epoch_ticker(&engine);
         let cache = ComponentCache::new(&config.cache_root, &engine);
         Ok(Runtime {
@@ -365,8 +362,7 @@ impl Plugin {
             CallState::new(kind, grants, config.memory_limit),
         );
         store.limiter(|s| &mut s.limiter);
-        let ticks = config.call_timeout.as_millis() / EPOCH_TICK.as_millis() + 1;
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.set_epoch_deadline(self.deadline_ticks());
         store.epoch_deadline_trap();
         let instance = self
             .pre
@@ -378,6 +374,12 @@ impl Plugin {
             .instantiated
             .fetch_add(1, Ordering::Relaxed);
         Ok((store, instance))
+    }
+
+    /// One call's deadline in epoch ticks from now.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let ticks = self.shared.config.call_timeout.as_millis() / EPOCH_TICK.as_millis() + 1;
+        u64::try_from(ticks).unwrap_or(u64::MAX)
     }
 
     /// Turn a wasmtime failure into a typed error for this plugin.
