@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tether::plugin::{BackendError, HOST_ABI, PluginError, Runtime, RuntimeConfig};
-use tether_testkit::{cache_dir, test_plugin};
+use tether_testkit::{cache_dir, first_party_plugin, test_plugin};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -31,9 +31,18 @@ fn block_on<F: Future>(f: F) -> F::Output {
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
     block_on(async {
+        let path = test_plugin("abi_0_1_0");
+        // Not vacuous: the component really carries 0.1.0 names, while this
+        // host's bindings are newer.
+        let bytes = std::fs::read(&path).expect("read the fixture");
+        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+        assert!(has("tether:backend/backend@0.1.0"));
+        assert!(!has("@0.1.1"));
+        assert_ne!(HOST_ABI, "0.1.0");
+
         let rt = runtime();
         let old = rt
-            .load_file(&test_plugin("abi_0_1_0"))
+            .load_file(&path)
             .await
             .expect("the 0.1.0 plugin loads in this host");
         let d = old.descriptor();
@@ -41,6 +50,8 @@ fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
         assert_eq!(d.abi, "0.1.0");
         assert_eq!(d.capabilities, vec!["FINGERPRINT".to_string()]);
         assert!(!old.has_harness());
+        // describe-ext came in 0.1.1: this plugin says nothing.
+        assert_eq!(old.config_keys().await.expect("config keys"), None);
 
         let locator = json!({"name": "old-system"});
         let obj = old.object(&locator, &json!({}));
@@ -55,6 +66,24 @@ fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
             obj.fingerprint(None).await.expect("fingerprint again"),
             json!({"state": "frozen"})
         );
+        // Through the old plugin's `storage` import, linked to this host's
+        // newer `storage` interface.
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("state.json"), b"{}").expect("write state.json");
+        let stored = old.object(&json!({"root": dir.path().to_str().unwrap()}), &json!({}));
+        let state = stored
+            .fingerprint(None)
+            .await
+            .expect("fingerprint of a stored state");
+        assert!(
+            state["etag"].as_str().is_some_and(|e| !e.is_empty()),
+            "{state}"
+        );
+        std::fs::remove_file(dir.path().join("state.json")).expect("remove state.json");
+        match stored.fingerprint(None).await {
+            Err(BackendError::NotFound(m)) => assert!(m.contains("state.json"), "{m}"),
+            other => panic!("fingerprint without state.json: {other:?}"),
+        }
         match obj.list_pins().await {
             Err(BackendError::Capability(m)) => assert!(m.contains("list-pins"), "{m}"),
             other => panic!("list-pins on a FINGERPRINT-only 0.1.0 plugin: {other:?}"),
@@ -77,5 +106,36 @@ fn a_plugin_declaring_an_incompatible_contract_is_refused_naming_both_versions()
         let msg = err.to_string();
         assert!(msg.contains("0.2.0"), "{msg}");
         assert!(msg.contains(HOST_ABI), "{msg}");
+    });
+}
+
+#[test]
+fn a_plugin_built_against_the_live_contract_exports_describe_ext() {
+    block_on(async {
+        let memory = runtime()
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        assert_eq!(memory.descriptor().abi, HOST_ABI);
+        // The memory backend takes no settings, and says so.
+        assert_eq!(
+            memory.config_keys().await.expect("config keys"),
+            Some(Vec::new())
+        );
+    });
+}
+
+#[test]
+fn an_sdk_plugin_that_does_not_opt_in_has_no_describe_ext() {
+    block_on(async {
+        // Built with the live SDK's `export!(.., harness: ..)`, without
+        // `describe_ext`: no export, so nothing said, as for an old plugin.
+        let acme = runtime()
+            .load_file(&test_plugin("acme"))
+            .await
+            .expect("load acme");
+        assert_eq!(acme.descriptor().abi, HOST_ABI);
+        assert!(acme.has_harness());
+        assert_eq!(acme.config_keys().await.expect("config keys"), None);
     });
 }

@@ -16,7 +16,17 @@ use crate::json::canonical_json;
 pub use wit::{Descriptor, HistoryEntry, PinRef, VerifyReport, VerifyStatus};
 
 /// The contract version this SDK implements (`descriptor.abi`).
-pub const ABI_VERSION: &str = "0.1.0";
+pub const ABI_VERSION: &str = "0.1.1";
+
+/// The optional `describe-ext` interface (since 0.1.1): what a plugin says
+/// about itself beyond [`Descriptor`]. Exported only when `export!` names
+/// `describe_ext`; a plugin without it is treated as saying nothing.
+pub trait DescribeExt: Backend {
+    /// The settings this kind accepts from the committed tether.toml's
+    /// `[backends.<kind>]`, as dotted paths (`storage_options.region`); every
+    /// other setting belongs in `.tether/secrets.toml`. Empty: none.
+    fn config_keys(&self) -> Vec<String>;
+}
 
 /// Prefix of every native pin ref (`tether.<pin-id>`).
 pub const PIN_REF_PREFIX: &str = "tether.";

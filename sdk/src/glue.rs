@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use serde_json::Value;
 
-use crate::backend::{Backend, Expected, Handle, Target};
+use crate::backend::{Backend, DescribeExt, Expected, Handle, Target};
 use crate::bindings::exports::tether::backend::backend::Guest as BackendGuest;
 use crate::bindings::tether::backend::types as wit;
 use crate::error::Result;
@@ -309,5 +309,13 @@ impl<B: 'static, H: Harness> crate::harness_bindings::exports::tether::backend::
 
     fn fresh_locator(scratch_uri: String) -> Result<String, wit::Error> {
         json_out(H::default().fresh_locator(&scratch_uri)).map_err(Into::into)
+    }
+}
+
+impl<B: DescribeExt, H: 'static>
+    crate::describe_ext_bindings::exports::tether::backend::describe_ext::Guest for Exported<B, H>
+{
+    fn config_keys() -> Vec<String> {
+        with_backend(|b: &B| b.config_keys())
     }
 }

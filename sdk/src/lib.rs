@@ -1,7 +1,7 @@
 //! # tether-sdk: write a tether storage backend
 //!
 //! A tether backend is a WebAssembly component (`wasm32-wasip2`) implementing
-//! the `tether:backend@0.1.0` contract in `wit/`. This crate turns that
+//! the `tether:backend@0.1.1` contract in `wit/`. This crate turns that
 //! contract into Rust: implement [`Backend`] (and, for the conformance suite,
 //! [`Harness`]), then call [`export!`] once.
 //!
@@ -86,6 +86,12 @@
 //!   `backend-plugin`); the component has no `harness` export.
 //! - `tether_sdk::export!(MyBackend, harness: MyHarness)` also exports the
 //!   conformance `harness` (world `backend-plugin-with-harness`).
+//! - Either form followed by `, describe_ext` also exports the optional
+//!   `describe-ext` interface (since 0.1.1), answered by the backend's
+//!   [`DescribeExt`] implementation: `export!(MyBackend, describe_ext)`,
+//!   `export!(MyBackend, harness: MyHarness, describe_ext)`. Without it the
+//!   component has no `describe-ext` export and the host treats its answers
+//!   as not given, as for a plugin built before 0.1.1.
 //!
 //! Call it once, in the crate that builds the component (`crate-type =
 //! ["cdylib"]`). A library that other plugins wrap should put its call behind a
@@ -144,12 +150,12 @@ pub mod harness_bindings {
         inline: "
             package tether-sdk:glue;
             world harness-only {
-                export tether:backend/harness@0.1.0;
+                export tether:backend/harness@0.1.1;
             }
         ",
         world: "tether-sdk:glue/harness-only",
         with: {
-            "tether:backend/types@0.1.0": crate::bindings::tether::backend::types,
+            "tether:backend/types@0.1.1": crate::bindings::tether::backend::types,
         },
         pub_export_macro: true,
         export_macro_name: "export_harness_only",
@@ -157,9 +163,30 @@ pub mod harness_bindings {
     });
 }
 
+/// Bindings for the optional `describe-ext` export alone (since 0.1.1), in a
+/// helper world for the same reason as [`harness_bindings`]: only plugins whose
+/// `export!` names `describe_ext` invoke its export macro, so the others stay
+/// without the export.
+#[doc(hidden)]
+pub mod describe_ext_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        inline: "
+            package tether-sdk:glue-ext;
+            world describe-ext-only {
+                export tether:backend/describe-ext@0.1.1;
+            }
+        ",
+        world: "tether-sdk:glue-ext/describe-ext-only",
+        pub_export_macro: true,
+        export_macro_name: "export_describe_ext_only",
+        default_bindings_module: "tether_sdk::describe_ext_bindings",
+    });
+}
+
 pub use backend::{
-    ABI_VERSION, Backend, Descriptor, Expected, Handle, HistoryEntry, PIN_REF_PREFIX, PinRef,
-    Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap, descriptor,
+    ABI_VERSION, Backend, DescribeExt, Descriptor, Expected, Handle, HistoryEntry, PIN_REF_PREFIX,
+    PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap, descriptor,
 };
 pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
 pub use error::{Error, Result};
@@ -178,6 +205,9 @@ pub mod __private {
 /// ```text
 /// tether_sdk::export!(MyBackend);                      // world backend-plugin
 /// tether_sdk::export!(MyBackend, harness: MyHarness);  // world backend-plugin-with-harness
+/// // Either, plus the optional `describe-ext` (MyBackend: DescribeExt):
+/// tether_sdk::export!(MyBackend, describe_ext);
+/// tether_sdk::export!(MyBackend, harness: MyHarness, describe_ext);
 /// ```
 #[macro_export]
 macro_rules! export {
@@ -193,6 +223,18 @@ macro_rules! export {
         $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
         $crate::harness_bindings::export_harness_only!(
             __TetherExported with_types_in $crate::harness_bindings
+        );
+    };
+    ($backend:ty, describe_ext $(,)?) => {
+        $crate::export!($backend);
+        $crate::describe_ext_bindings::export_describe_ext_only!(
+            __TetherExported with_types_in $crate::describe_ext_bindings
+        );
+    };
+    ($backend:ty, harness: $harness:ty, describe_ext $(,)?) => {
+        $crate::export!($backend, harness: $harness);
+        $crate::describe_ext_bindings::export_describe_ext_only!(
+            __TetherExported with_types_in $crate::describe_ext_bindings
         );
     };
 }

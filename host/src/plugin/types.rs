@@ -9,8 +9,9 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use crate::model::canonical;
 
-/// The contract version this host implements.
-pub const HOST_ABI: &str = "0.1.0";
+/// The contract version this host implements. It serves plugins built against
+/// any `0.1.x` (wasmtime links `0.1.x` names as one track), and refuses others.
+pub const HOST_ABI: &str = "0.1.1";
 
 /// A native ref pinning a state (`tether.<pin_id>` or a later generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -601,5 +601,12 @@ fn three_way(store: &Store, ours: &str, theirs: &str) -> Result<serde_json::Map<
     Ok(merged)
 }
 
+/// The memory backend takes no settings at all, so none may be committed.
+impl tether_sdk::DescribeExt for MemoryBackend {
+    fn config_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 #[cfg(feature = "export")]
-tether_sdk::export!(MemoryBackend, harness: MemoryHarness);
+tether_sdk::export!(MemoryBackend, harness: MemoryHarness, describe_ext);

@@ -4,8 +4,11 @@
 //! must stay what an old third-party plugin is, so `host/tests/abi.rs` can show
 //! the current host still loads and serves it.
 //!
-//! It has a real `describe`, `identity` and `fingerprint` (a constant state);
-//! every other member refuses with `error::capability`, as an old plugin that
+//! It has a real `describe`, `identity` and `fingerprint`: with a `root`
+//! locator key, the etag of `state.json` there, read through the 0.1.0
+//! `storage` import (so the host's newer imports are linked to an old plugin
+//! too), else a constant state; it logs through the 0.1.0 `log` import. Every
+//! other member refuses with `error::capability`, as an old plugin that
 //! declares only FINGERPRINT would.
 
 wit_bindgen::generate!({
@@ -14,11 +17,13 @@ wit_bindgen::generate!({
 });
 
 use exports::tether::backend::backend::Guest;
+use tether::backend::log::{Level, log};
+use tether::backend::storage::Bucket;
 use tether::backend::types::{
     Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport,
 };
 
-/// The state this plugin always reports: its system never changes.
+/// The state reported without a `root`: that system never changes.
 pub const STATE: &str = r#"{"state":"frozen"}"#;
 
 struct Old;
@@ -38,7 +43,7 @@ impl Guest for Old {
             volatile_keys: Vec::new(),
             local_path_keys: Vec::new(),
             local_path_prefixes: Vec::new(),
-            storage_keys: Vec::new(),
+            storage_keys: vec!["root".into()],
             tree_keys: Vec::new(),
             promote_hint: String::new(),
             abi: "0.1.0".into(),
@@ -63,11 +68,27 @@ impl Guest for Old {
         Ok(vec!["FINGERPRINT".into()])
     }
 
-    fn fingerprint(_locator: String, working_ref: Option<String>) -> Result<String, Error> {
-        match working_ref {
-            None => Ok(STATE.into()),
-            Some(_) => unsupported("working refs"),
+    fn fingerprint(locator: String, working_ref: Option<String>) -> Result<String, Error> {
+        if working_ref.is_some() {
+            return unsupported("working refs");
         }
+        let locator: serde_json::Value =
+            serde_json::from_str(&locator).map_err(|e| Error::Invalid(format!("locator: {e}")))?;
+        let Some(root) = locator.get("root").and_then(|r| r.as_str()) else {
+            return Ok(STATE.into());
+        };
+        let storage = |e| Error::Backend(format!("{e:?}"));
+        let meta = Bucket::open(root)
+            .map_err(storage)?
+            .head("state.json")
+            .map_err(storage)?
+            .ok_or_else(|| Error::NotFound(format!("no state.json under {root}")))?;
+        log(
+            Level::Debug,
+            &format!("abi-old: state.json at {}", meta.etag),
+        );
+        // One key, so this is canonical JSON.
+        Ok(serde_json::json!({ "etag": meta.etag }).to_string())
     }
 
     fn pin(_: String, _: String, _: String) -> Result<PinRef, Error> {
