@@ -373,6 +373,17 @@ impl tree::Host for CallState {
         tree_op(t, kind, move |t| t.realpath(&path)).await
     }
 
+    async fn summarize(&mut self, root: String, listing: bool) -> TreeResult<tree::ContentSummary> {
+        let (t, kind) = self.tree_parts();
+        let summary = tree_op(t, kind, move |t| t.summarize(&root, listing)).await?;
+        Ok(summary.map(|s| tree::ContentSummary {
+            count: s.count,
+            size: s.size,
+            digest: s.digest,
+            listing: s.listing,
+        }))
+    }
+
     async fn remove_empty_dir(&mut self, path: String) -> TreeResult<bool> {
         let (t, kind) = self.tree_parts();
         tree_op(t, kind, move |t| t.remove_empty_dir(&path)).await

@@ -173,6 +173,93 @@ pub struct WalkOptions {
     pub limit: u32,
 }
 
+/// A directory's content under the `file` backend's recipe (WIT
+/// `summarize`): its entries are its files (a symlink read through counts as
+/// a file) with their sha256 as token, and its other symlinks with token
+/// `symlink:<target>` and size 0; directories are not entries. In byte order
+/// of path:
+///
+/// - `count`: the number of entries; `size`: the sum of their sizes;
+/// - `digest`: lowercase hex sha256 of `path "\0" token "\n"` per entry;
+/// - `listing` (when asked): `{"k":token,"p":path,"s":size}` per entry, one
+///   canonical JSON line each (keys sorted, serde_json's string escaping).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub count: u64,
+    pub size: u64,
+    pub digest: String,
+    pub listing: Option<String>,
+}
+
+/// Token prefix of a symlink recorded by its target (the `file` recipe).
+const SYMLINK_TOKEN: &str = "symlink:";
+
+impl Summary {
+    /// The summary of a hashed walk's entries (in any order).
+    fn of(entries: Vec<Entry>, listing: bool) -> Result<Self, TreeError> {
+        let mut items: Vec<(String, String, u64)> = Vec::with_capacity(entries.len());
+        for e in entries {
+            match (e.kind, e.sha256) {
+                (EntryKind::File | EntryKind::Symlink, Some(sha)) => {
+                    items.push((e.path, sha, e.size));
+                }
+                (EntryKind::Symlink, None) => {
+                    let target = e.link_target.unwrap_or_default();
+                    items.push((e.path, format!("{SYMLINK_TOKEN}{target}"), 0));
+                }
+                (EntryKind::File, None) => {
+                    return Err(TreeError::Io(format!(
+                        "{}: no sha256 after hashing",
+                        e.path
+                    )));
+                }
+                (EntryKind::Dir, _) => {}
+            }
+        }
+        // Key order already is path order for these; sorting keeps the recipe
+        // independent of that detail (and costs one pass when sorted).
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut h = Sha256::new();
+        let mut size = 0u64;
+        for (path, token, n) in &items {
+            h.update(path.as_bytes());
+            h.update([0]);
+            h.update(token.as_bytes());
+            h.update(b"\n");
+            size = size.wrapping_add(*n);
+        }
+        let listing = listing.then(|| {
+            use std::fmt::Write as _;
+            let mut out = String::with_capacity(items.len() * 120);
+            for (path, token, n) in &items {
+                out.push_str("{\"k\":");
+                push_json_string(&mut out, token);
+                out.push_str(",\"p\":");
+                push_json_string(&mut out, path);
+                let _ = writeln!(out, ",\"s\":{n}}}");
+            }
+            out
+        });
+        Ok(Self {
+            count: items.len() as u64,
+            size,
+            digest: hex::encode(h.finalize()),
+            listing,
+        })
+    }
+}
+
+/// `s` as a JSON string with serde_json's escaping (the canonical one).
+fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&serde_json::Value::from(s).to_string());
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
+}
+
 /// A granted path: as the locator spelled it (normalised) and resolved.
 #[derive(Debug, Clone)]
 struct Grant {
@@ -387,15 +474,232 @@ fn describe(abs: &Path, path: String, lmd: &Metadata) -> Result<Option<Entry>, T
 }
 
 /// Every entry under `root` (a real directory), in key order.
+///
+/// Directories are listed level by level, each level's directories in
+/// parallel on scoped threads; each child is `lstat`ed relative to its
+/// directory's descriptor (no full-path lookup per file), and a
+/// subdirectory is opened with `O_NOFOLLOW`, so a directory swapped for a
+/// symlink mid-walk fails the walk instead of leading out of it. The levels
+/// are then stitched together depth-first in key order.
+#[cfg(unix)]
+fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
+    use std::collections::HashMap;
+
+    let mut listed: HashMap<String, Vec<Entry>> = HashMap::new();
+    let mut level: Vec<String> = vec![String::new()];
+    while !level.is_empty() {
+        let results = parallel_map(&level, |rel| list_dir(root, rel));
+        let mut next = Vec::new();
+        for (rel, children) in level.into_iter().zip(results) {
+            let children = children?;
+            next.extend(
+                children
+                    .iter()
+                    .filter(|e| e.kind == EntryKind::Dir)
+                    .map(|e| e.path.clone()),
+            );
+            listed.insert(rel, children);
+        }
+        level = next;
+    }
+    let mut out = Vec::with_capacity(listed.values().map(Vec::len).sum());
+    stitch(&mut listed, String::new(), &mut out);
+    Ok(out)
+}
+
+/// Append the listing of `rel`, each directory followed by its own contents.
+#[cfg(unix)]
+fn stitch(
+    listed: &mut std::collections::HashMap<String, Vec<Entry>>,
+    rel: String,
+    out: &mut Vec<Entry>,
+) {
+    // Iterative, so a very deep tree cannot overflow the stack.
+    let mut stack: Vec<std::vec::IntoIter<Entry>> =
+        vec![listed.remove(&rel).unwrap_or_default().into_iter()];
+    while let Some(top) = stack.last_mut() {
+        let Some(entry) = top.next() else {
+            stack.pop();
+            continue;
+        };
+        let sub = (entry.kind == EntryKind::Dir).then(|| entry.path.clone());
+        out.push(entry);
+        if let Some(sub) = sub {
+            stack.push(listed.remove(&sub).unwrap_or_default().into_iter());
+        }
+    }
+}
+
+/// `f` over `items` on up to `available_parallelism` scoped threads; results
+/// in input order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<R>> = Vec::new();
+    results.resize_with(items.len(), || None);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => {
+                    for (i, r) in done {
+                        results[i] = Some(r);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    results.into_iter().flatten().collect()
+}
+
+/// The direct children of the directory `rel` under `root`, sorted by key.
+#[cfg(unix)]
+fn list_dir(root: &Path, rel: &str) -> Result<Vec<Entry>, TreeError> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+
+    let abs = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
+    let cannot_read = |e: rustix::io::Errno| io_error("cannot read directory", &abs, &e.into());
+    let fd = rustix::fs::open(
+        &abs,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(cannot_read)?;
+    let mut names: Vec<String> = Vec::new();
+    for item in rustix::fs::Dir::read_from(&fd).map_err(cannot_read)? {
+        let item = item.map_err(cannot_read)?;
+        let raw = item.file_name().to_bytes();
+        if raw == b"." || raw == b".." {
+            continue;
+        }
+        let name = String::from_utf8(raw.to_vec()).map_err(|e| {
+            let raw = std::ffi::OsStr::from_bytes(e.as_bytes());
+            TreeError::Invalid(format!("{}: the name {raw:?} is not UTF-8", abs.display()))
+        })?;
+        if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
+            continue;
+        }
+        names.push(name);
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let child_abs = || abs.join(&name);
+        let st = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            // Deleted since the listing: it is simply not there any more.
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(io_error("cannot stat", &child_abs(), &e.into())),
+        };
+        let path = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let (kind, md, link_target) = match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::RegularFile => (EntryKind::File, Some(st), None),
+            rustix::fs::FileType::Directory => (EntryKind::Dir, None, None),
+            rustix::fs::FileType::Symlink => {
+                let target = match rustix::fs::readlinkat(&fd, name.as_str(), Vec::new()) {
+                    Ok(t) => t,
+                    Err(rustix::io::Errno::NOENT) => continue,
+                    Err(e) => return Err(io_error("cannot read link", &child_abs(), &e.into())),
+                };
+                let target = target.into_string().map_err(|_| {
+                    TreeError::Invalid(format!(
+                        "symlink {} has a target that is not UTF-8",
+                        child_abs().display()
+                    ))
+                })?;
+                // Read through to a regular file; anything else is recorded by target.
+                let followed = rustix::fs::statat(&fd, name.as_str(), AtFlags::empty())
+                    .ok()
+                    .filter(|t| {
+                        rustix::fs::FileType::from_raw_mode(t.st_mode)
+                            == rustix::fs::FileType::RegularFile
+                    });
+                (EntryKind::Symlink, followed, Some(target))
+            }
+            // FIFOs, sockets, devices: never reported.
+            _ => continue,
+        };
+        let (size, key) = match md {
+            Some(md) => (stat_size(&md), stat_times(&md)),
+            None => (0, stat_times(&st)),
+        };
+        let (mtime_ns, ctime_ns, inode) = key;
+        out.push(Entry {
+            path,
+            kind,
+            size,
+            mtime_ns,
+            ctime_ns,
+            inode,
+            link_target,
+            sha256: None,
+        });
+    }
+    // Siblings sort by name, a directory's as `name/` (module docs, Order).
+    // Siblings share `rel/`, so their names start at one offset.
+    let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+    out.sort_unstable_by(|a, b| sibling_order(a, b, skip));
+    Ok(out)
+}
+
+#[cfg(unix)]
+use std::os::unix::ffi::OsStrExt as _;
+
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+fn stat_size(st: &rustix::fs::Stat) -> u64 {
+    u64::try_from(st.st_size as i64).unwrap_or(0)
+}
+
+/// `(mtime_ns, ctime_ns, inode)`, as [`times`] computes them from `Metadata`.
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+fn stat_times(st: &rustix::fs::Stat) -> (i64, i64, u64) {
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    (
+        ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+        ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        st.st_ino as u64,
+    )
+}
+
+/// Every entry under `root` (a real directory), in key order.
+#[cfg(not(unix))]
 fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
     let mut out = Vec::new();
     walk_dir(root, "", &mut out)?;
     Ok(out)
 }
 
+#[cfg(not(unix))]
 fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError> {
     let reader = std::fs::read_dir(dir).map_err(|e| io_error("cannot read directory", dir, &e))?;
-    let mut children: Vec<(String, bool)> = Vec::new();
+    let mut children: Vec<Entry> = Vec::new();
     for item in reader {
         let item = item.map_err(|e| io_error("cannot read directory", dir, &e))?;
         let name = item.file_name().into_string().map_err(|raw| {
@@ -404,12 +708,6 @@ fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError
         if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
             continue;
         }
-        // `file_type` comes from the directory entry: no stat, no following.
-        let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
-        children.push((name, is_dir));
-    }
-    children.sort_by(|a, b| sort_name(&a.0, a.1).cmp(&sort_name(&b.0, b.1)));
-    for (name, _) in children {
         let abs = dir.join(&name);
         let path = if rel.is_empty() {
             name
@@ -422,25 +720,40 @@ fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_error("cannot stat", &abs, &e)),
         };
-        let Some(entry) = describe(&abs, path, &lmd)? else {
-            continue;
-        };
-        let descend = entry.kind == EntryKind::Dir;
-        let rel_child = entry.path.clone();
+        if let Some(entry) = describe(&abs, path, &lmd)? {
+            children.push(entry);
+        }
+    }
+    let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+    children.sort_unstable_by(|a, b| sibling_order(a, b, skip));
+    for entry in children {
+        let sub = (entry.kind == EntryKind::Dir).then(|| entry.path.clone());
         out.push(entry);
-        if descend {
-            walk_dir(&abs, &rel_child, out)?;
+        if let Some(sub) = sub {
+            walk_dir(&dir.join(sub.rsplit('/').next().unwrap_or(&sub)), &sub, out)?;
         }
     }
     Ok(())
 }
 
-/// Siblings sort by name, a directory's as `name/` (module docs, Order).
-fn sort_name(name: &str, is_dir: bool) -> std::borrow::Cow<'_, str> {
-    if is_dir {
-        format!("{name}/").into()
-    } else {
-        name.into()
+/// Siblings sort by name, a directory's as `name/` (module docs, Order): by
+/// the last component of each entry's key, which starts at byte `skip` of
+/// their paths.
+fn sibling_order(a: &Entry, b: &Entry, skip: usize) -> std::cmp::Ordering {
+    fn key(e: &Entry, skip: usize) -> impl Iterator<Item = u8> + '_ {
+        let name = e.path.as_bytes().get(skip..).unwrap_or_default();
+        let slash: &[u8] = if e.kind == EntryKind::Dir { b"/" } else { b"" };
+        name.iter().chain(slash).copied()
+    }
+    let (na, nb) = (
+        a.path.as_bytes().get(skip..).unwrap_or_default(),
+        b.path.as_bytes().get(skip..).unwrap_or_default(),
+    );
+    // Names differ before either ends in the common case: one memcmp.
+    let common = na.len().min(nb.len());
+    match na[..common].cmp(&nb[..common]) {
+        std::cmp::Ordering::Equal => key(a, skip).cmp(key(b, skip)),
+        other => other,
     }
 }
 
@@ -579,6 +892,15 @@ impl Tree {
         })
     }
 
+    /// The content summary of the directory at `root` (granted as for
+    /// [`walk`](Self::walk)), with its listing when `listing`: the whole
+    /// hashed walk, reduced natively, so no entry crosses the boundary.
+    pub fn summarize(&self, root: &str, listing: bool) -> Result<Summary, TreeError> {
+        let root = self.inner.grants.check_resolved(root)?;
+        let session = self.walk_session(&root, true)?;
+        Summary::of(session.entries, listing)
+    }
+
     fn session_for(&self, root: &Path, hash: bool) -> Option<Arc<WalkSession>> {
         let guard = self.inner.session.lock().unwrap_or_else(|e| e.into_inner());
         guard
@@ -598,25 +920,47 @@ impl Tree {
         // Cache keys are absolute real paths, so every spelling of the root
         // shares entries.
         let real = std::fs::canonicalize(root).map_err(|e| io_error("cannot walk", root, &e))?;
+        let started = std::time::Instant::now();
         let mut entries = walk_all(&real)?;
+        let walked = started.elapsed();
         if hash {
-            let abs: Vec<Option<PathBuf>> = entries
+            let real_str = real.to_str().ok_or_else(|| {
+                TreeError::Invalid(format!(
+                    "{} resolves to {:?}, which is not UTF-8",
+                    root.display(),
+                    real.as_os_str()
+                ))
+            })?;
+            let abs: Vec<Option<String>> = entries
                 .iter()
                 .map(|e| {
-                    let path = real.join(&e.path);
-                    // A file, or a symlink read through to one.
+                    // A file, or a symlink read through to one (the walk gave
+                    // it a size and stat key only then; `is_file` re-checks).
                     let readable = match e.kind {
                         EntryKind::File => true,
-                        EntryKind::Symlink => e.link_target.is_some() && path.is_file(),
+                        EntryKind::Symlink => {
+                            e.link_target.is_some() && real.join(&e.path).is_file()
+                        }
                         EntryKind::Dir => false,
                     };
-                    readable.then_some(path)
+                    readable.then(|| format!("{}/{}", real_str.trim_end_matches('/'), e.path))
                 })
                 .collect();
             let cache = self.cache()?;
-            self.fill_hashes(&cache, &mut entries, &abs)?;
-            cache.prune_under(&real, abs.iter().flatten());
+            let loaded = started.elapsed();
+            let present = self.fill_hashes(&cache, &mut entries, &abs)?;
+            let filled = started.elapsed();
+            cache.prune_under(real_str, present, abs.iter().flatten().map(String::as_str));
             cache.flush()?;
+            tracing::debug!(
+                root = %real.display(),
+                entries = entries.len(),
+                walk_ms = walked.as_secs_f64() * 1e3,
+                cache_load_ms = (loaded - walked).as_secs_f64() * 1e3,
+                hash_ms = (filled - loaded).as_secs_f64() * 1e3,
+                total_ms = started.elapsed().as_secs_f64() * 1e3,
+                "tree walk"
+            );
         }
         Ok(WalkSession {
             root: root.to_path_buf(),
@@ -626,30 +970,34 @@ impl Tree {
     }
 
     /// Fill `sha256` of each entry with an absolute path: from the cache when
-    /// it vouches for the stat key, else by reading (in parallel).
+    /// it vouches for the stat key, else by reading (in parallel). Returns how
+    /// many of the paths the cache held an entry for (before this call).
     fn fill_hashes(
         &self,
         cache: &CacheHandle,
         entries: &mut [Entry],
-        abs: &[Option<PathBuf>],
-    ) -> Result<(), TreeError> {
+        abs: &[Option<String>],
+    ) -> Result<usize, TreeError> {
         let now = cache::now_ns();
         let mut misses: Vec<usize> = Vec::new();
+        let mut present = 0;
         cache.with(|c| {
             for (i, entry) in entries.iter_mut().enumerate() {
                 let Some(path) = &abs[i] else { continue };
-                match c.lookup(path, &entry.stat_key(), now) {
+                let (hit, held) = c.lookup(path, &entry.stat_key(), now);
+                present += usize::from(held);
+                match hit {
                     Some(sha) => entry.sha256 = Some(sha),
                     None => misses.push(i),
                 }
             }
         });
         if misses.is_empty() {
-            return Ok(());
+            return Ok(present);
         }
         let paths: Vec<PathBuf> = misses
             .iter()
-            .map(|&i| abs[i].clone().unwrap_or_default())
+            .map(|&i| PathBuf::from(abs[i].as_deref().unwrap_or_default()))
             .collect();
         let hashed = hash_parallel(&paths);
         let mut bytes = 0u64;
@@ -658,15 +1006,15 @@ impl Tree {
             let (sha, n) = result.map_err(|e| io_error("cannot read", path, &e))?;
             bytes += n;
             entries[i].sha256 = Some(sha.clone());
-            fresh.push((path.clone(), entries[i].stat_key(), sha));
+            fresh.push((i, entries[i].stat_key(), sha));
         }
         cache.with(|c| {
             c.record_hashed(misses.len() as u64, bytes);
-            for (path, key, sha) in fresh {
-                c.insert(&path, key, sha, now);
+            for (i, key, sha) in fresh {
+                c.insert(abs[i].as_deref().unwrap_or_default(), key, sha, now);
             }
         });
-        Ok(())
+        Ok(present)
     }
 
     /// The entry at `path` without following a final symlink; `None` when
@@ -710,7 +1058,8 @@ impl Tree {
             sha256: None,
         }];
         let cache = self.cache()?;
-        self.fill_hashes(&cache, &mut entries, &[Some(abs)])?;
+        let key = abs.to_str().map(str::to_owned);
+        self.fill_hashes(&cache, &mut entries, &[key])?;
         cache.flush()?;
         let [entry] = entries;
         entry

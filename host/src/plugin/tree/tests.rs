@@ -463,3 +463,179 @@ fn remove_empty_dir_removes_only_empty_directories() {
     assert!(!root.exists());
     assert!(!t.remove_empty_dir(&s(&root)).unwrap());
 }
+
+/// The `file` recipe computed independently of [`Summary::of`]: entries by
+/// hand, sorted by path, digested and listed with serde_json.
+fn recipe(entries: &[(&str, String, u64)]) -> (u64, u64, String, String) {
+    let mut sorted = entries.to_vec();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = Sha256::new();
+    let mut listing = String::new();
+    for (p, k, n) in &sorted {
+        h.update(format!("{p}\0{k}\n").as_bytes());
+        // Keys sorted by hand: k < p < s.
+        listing.push_str(&format!(
+            "{{\"k\":{},\"p\":{},\"s\":{n}}}\n",
+            serde_json::to_string(k).unwrap(),
+            serde_json::to_string(p).unwrap()
+        ));
+    }
+    (
+        sorted.len() as u64,
+        sorted.iter().map(|e| e.2).sum(),
+        hex::encode(h.finalize()),
+        listing,
+    )
+}
+
+#[test]
+fn summarize_follows_the_file_recipe_byte_for_byte() {
+    let f = fixture();
+    let root = f.base.join("d");
+    // Names that sort differently as keys and as paths, and that need JSON
+    // escaping in the listing.
+    write(&root.join("a.txt"), b"dot");
+    write(&root.join("a/b"), b"inside a");
+    write(&root.join("a-b"), b"dash");
+    write(&root.join("q\"uote\\nl\n"), b"escaped");
+    write(&root.join("\u{e9}t\u{e9}"), b"unicode");
+    write(&root.join(".tether-owner"), b"{}");
+    write(&root.join("x/.tether-tmp-1"), b"in flight");
+    write(&f.base.join("target"), b"target content");
+    symlink(f.base.join("target"), root.join("to-file")).unwrap();
+    symlink("nowhere", root.join("dangling")).unwrap();
+    symlink(root.join("a"), root.join("to-dir")).unwrap();
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    let t = tree(&[&root], None);
+    let summary = t.summarize(&s(&root), true).unwrap();
+    let (count, size, digest, listing) = recipe(&[
+        ("a.txt", sha(b"dot"), 3),
+        ("a/b", sha(b"inside a"), 8),
+        ("a-b", sha(b"dash"), 4),
+        ("q\"uote\\nl\n", sha(b"escaped"), 7),
+        ("\u{e9}t\u{e9}", sha(b"unicode"), 7),
+        ("to-file", sha(b"target content"), 14),
+        ("dangling", "symlink:nowhere".into(), 0),
+        ("to-dir", format!("symlink:{}", s(&root.join("a"))), 0),
+    ]);
+    assert_eq!(
+        summary,
+        Summary {
+            count,
+            size,
+            digest: digest.clone(),
+            listing: Some(listing)
+        }
+    );
+    // Without the listing, the same numbers.
+    let bare = t.summarize(&s(&root), false).unwrap();
+    assert_eq!(
+        (bare.count, bare.digest, bare.listing),
+        (count, digest, None)
+    );
+    // Grants hold as for a walk.
+    let other = f.base.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    assert!(matches!(
+        t.summarize(&s(&other), false),
+        Err(TreeError::Denied(_))
+    ));
+}
+
+#[test]
+fn the_walk_orders_keys_with_a_trailing_slash_on_directories() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for p in ["a/x", "a.txt", "a-b", "ab", "b/c/d", "b0"] {
+        write(&root.join(p), b"x");
+    }
+    let t = tree(&[&root], None);
+    let keys: Vec<String> = walk_all_pages(&t, &s(&root), false, 3)
+        .iter()
+        .map(Entry::key)
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+    assert_eq!(
+        keys,
+        [
+            "a-b", "a.txt", "a/", "a/x", "ab", "b/", "b/c/", "b/c/d", "b0"
+        ]
+    );
+}
+
+#[test]
+fn a_corrupt_or_foreign_cache_file_is_ignored_never_trusted() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let file = root.join("f");
+    write(&file, b"real content");
+    age(&file);
+    let cache = f.base.join("ds/.tether/cache/file-hashes.json");
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let good = std::fs::read_to_string(&cache).unwrap();
+    assert!(good.starts_with("{\"version\":2,\"files\":[\n"), "{good}");
+    assert!(good.ends_with("]}\n"), "{good}");
+    serde_json::from_str::<serde_json::Value>(&good).expect("the cache is JSON");
+    let lie = sha(b"a lie");
+    let real = sha(b"real content");
+    // Each file vouches for `lie` with the right stat key, but is damaged.
+    for bad in [
+        good.replace(&real, &lie).replace("]}\n", "]"),
+        good.replace(&real, &lie).replace(",\"", ",\"\",\""),
+        good.replace(&real, &lie[..63]),
+        good.replace(&real, &lie).replace("2,", "3,"),
+        format!("{}x", good.replace(&real, &lie)),
+    ] {
+        std::fs::write(&cache, &bad).unwrap();
+        {
+            let handle = CacheHandle::open(Some(&cache)).unwrap();
+            handle.with(|c| c.forget());
+        }
+        let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+        assert_eq!(entries[0].sha256.as_deref(), Some(real.as_str()), "{bad}");
+    }
+    // An intact file is trusted (so the test above tests the damage).
+    std::fs::write(&cache, good.replace(&real, &lie)).unwrap();
+    {
+        let handle = CacheHandle::open(Some(&cache)).unwrap();
+        handle.with(|c| c.forget());
+    }
+    let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    assert_eq!(entries[0].sha256.as_deref(), Some(lie.as_str()));
+}
+
+#[test]
+fn a_version_1_cache_is_read_and_paths_needing_escapes_round_trip() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let odd = root.join("q\"uote\\ and\nnewline, comma");
+    write(&odd, b"odd");
+    age(&odd);
+    let md = std::fs::metadata(&odd).unwrap();
+    let (mtime_ns, ctime_ns, inode) = times(&md);
+    let cache = f.base.join("cache.json");
+    let v1 = serde_json::json!({"version": 1, "files": {
+        s(&odd): [md.len(), mtime_ns, ctime_ns, inode, sha(b"odd")]
+    }});
+    std::fs::write(&cache, v1.to_string()).unwrap();
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let st = stats(Some(&cache));
+    assert_eq!((st.files_hashed, st.cache_hits), (0, 1));
+    // Rewritten as version 2 once something changes, and read back.
+    let plain = root.join("plain");
+    write(&plain, b"plain");
+    age(&plain);
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(text.starts_with("{\"version\":2,"), "{text}");
+    {
+        let handle = CacheHandle::open(Some(&cache)).unwrap();
+        handle.with(|c| c.forget());
+    }
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let st = stats(Some(&cache));
+    // 1 + 1 hits before, and both entries from the file now.
+    assert_eq!((st.files_hashed, st.cache_hits), (1, 4));
+}
