@@ -23,7 +23,7 @@
 use crate::bindings::tether::backend::tree as wit;
 use crate::error::Error;
 
-pub use wit::{Entry, EntryKind, WalkPage};
+pub use wit::{ContentSummary, Entry, EntryKind, WalkPage};
 
 /// Entries one walk page asks for: big enough that a 100,000-file tree
 /// crosses the boundary in a few dozen calls, small enough to keep each
@@ -102,6 +102,14 @@ pub fn walk<E: From<TreeError>>(
             None => return Ok(()),
         }
     }
+}
+
+/// The content summary of the directory at `root`: the hashed walk reduced
+/// by the host to `count`, `size` and `digest` (and the listing text when
+/// `listing`), so no entry crosses the boundary. The recipe is fixed by
+/// `wit/tree.wit` (`summarize`); a backend with its own recipe walks instead.
+pub fn summarize(root: &str, listing: bool) -> Result<ContentSummary, TreeError> {
+    Ok(wit::summarize(root, listing)?)
 }
 
 /// Whether the directory at `root` has no entry the walk reports (the owner

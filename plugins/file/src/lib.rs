@@ -4,8 +4,10 @@
 //! artifact, Observed, with `CHEAP_FINGERPRINT`, `DIFF` and `CREATE` (a local
 //! directory). The plugin never reads a byte of data itself: the host's `tree`
 //! capability walks the directory and hashes files natively, in parallel and
-//! through the dataset's hash cache, and this crate turns the entries into a
-//! state, a listing and a diff.
+//! through the dataset's hash cache. A directory's state and listing follow
+//! the recipe below, which the host also applies natively (`tree::summarize`,
+//! so 100,000 entries never cross the boundary); `state::DirListing` is the
+//! same recipe in this crate, used for diffs.
 //!
 //! ## Locator
 //!
@@ -145,6 +147,17 @@ fn local_path(locator: &Value) -> Result<String> {
     Ok(path.to_owned())
 }
 
+/// `{"type": "dir", "count", "size", "digest"}` of a host-side summary
+/// (the recipe in the crate docs; `DirListing::state` computes the same).
+fn dir_state(s: &tree::ContentSummary) -> Value {
+    json!({
+        "type": "dir",
+        "count": s.count,
+        "size": s.size,
+        "digest": s.digest,
+    })
+}
+
 /// The file backend. Stateless: everything is on disk, read by the host.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FileBackend;
@@ -161,7 +174,7 @@ impl FileBackend {
                     "size": e.size,
                     "sha256": tree::hash_file(&real)?,
                 })),
-                EntryKind::Dir => Ok(DirListing::walk(&real)?.state()),
+                EntryKind::Dir => Ok(dir_state(&tree::summarize(&real, false)?)),
                 EntryKind::Symlink => Err(Error::not_found(format!(
                     "{path} is a dangling symlink (to {})",
                     e.link_target.unwrap_or_default()
@@ -227,11 +240,13 @@ impl Backend for FileBackend {
             Some(e) if e.kind == EntryKind::Dir => {}
             _ => return Ok(None),
         }
-        let listing = DirListing::walk(&real)?;
+        // The host reduces the walk by this crate's recipe (`state::DirListing`
+        // is the same recipe in Rust, for diffs and tests).
+        let summary = tree::summarize(&real, true)?;
         // Only the current content can be listed: say nothing about a past one.
         Ok(
-            (listing.digest() == state.get("digest").and_then(Value::as_str).unwrap_or(""))
-                .then(|| listing.to_jsonl()),
+            (summary.digest == state.get("digest").and_then(Value::as_str).unwrap_or(""))
+                .then(|| summary.listing.unwrap_or_default()),
         )
     }
 
