@@ -268,10 +268,52 @@ fn test(extra: &[String]) -> Result<()> {
         .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
         .arg(target)
         .args(["--", "-D", "warnings"]))?;
-    run(cargo()
-        .current_dir(&root)
-        .args(["test", "--workspace"])
-        .args(extra))
+    run_tests(
+        cargo()
+            .current_dir(&root)
+            .args(["test", "--workspace"])
+            .args(extra),
+    )
+}
+
+/// Run `cargo test`, passing its output through, and end with one line that
+/// totals every test binary's `test result:` line (`N passed, N failed,
+/// N skipped`): cargo's own last line is only the last binary's, often a
+/// crate with no doc-tests, which reads as if nothing ran.
+fn run_tests(cmd: &mut Command) -> Result<()> {
+    use std::io::{BufRead, BufReader};
+    eprintln!("+ {}", describe(cmd));
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", describe(cmd)))?;
+    let (mut passed, mut failed, mut skipped) = (0u64, 0u64, 0u64);
+    let stdout = child.stdout.take().expect("stdout is piped");
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            for part in rest.split(['.', ';']) {
+                let mut words = part.split_whitespace();
+                if let (Some(n), Some(what)) = (words.next(), words.next())
+                    && let Ok(n) = n.parse::<u64>()
+                {
+                    match what {
+                        "passed" => passed += n,
+                        "failed" => failed += n,
+                        "ignored" => skipped += n,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    let status = child.wait()?;
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    if !status.success() {
+        bail!("{} failed ({status})", describe(cmd));
+    }
+    Ok(())
 }
 
 /// Benchmarks run in release mode; targets are printed beside the numbers:
