@@ -250,11 +250,17 @@ impl ObjectClient {
         self
     }
 
-    async fn call(&self, call: Call) -> Result<Reply, BackendError> {
-        let tree = Tree::new(
+    /// This call's `tree` capability: the granted paths, and the dataset's
+    /// hash cache when there is one.
+    fn tree(&self) -> Tree {
+        Tree::new(
             TreeGrants::new(self.tree_grants.iter().cloned()),
             self.hash_cache.clone(),
-        );
+        )
+    }
+
+    async fn call(&self, call: Call) -> Result<Reply, BackendError> {
+        let tree = self.tree();
         run(
             &self.plugin,
             &self.config,
@@ -322,10 +328,7 @@ impl ObjectClient {
             .iter()
             .map(|(state, pin)| Call::Verify(json_in(state), pin.as_ref().map(Into::into), deep))
             .collect();
-        let tree = Tree::new(
-            TreeGrants::new(self.tree_grants.iter().cloned()),
-            self.hash_cache.clone(),
-        );
+        let tree = self.tree();
         let replies = run_batch(
             &self.plugin,
             &self.config,
@@ -533,8 +536,7 @@ impl ObjectClient {
     }
 }
 
-/// One call in a fresh store, bounded by the runtime's deadline (a trap for
-/// wasm that runs too long, a timeout for time blocked in host calls).
+/// One call in a fresh instance.
 async fn run(
     plugin: &Plugin,
     config: &str,
@@ -543,24 +545,15 @@ async fn run(
     tree: Tree,
     call: Call,
 ) -> Result<Reply, BackendError> {
-    let limit = plugin.shared.config.call_timeout;
-    // The epoch deadline stops guest code; this outer bound also covers time
-    // spent waiting in host calls (storage), where epochs are not checked.
-    match tokio::time::timeout(
-        limit + std::time::Duration::from_secs(1),
-        run_inner(plugin, config, locator, grants, tree, call),
-    )
-    .await
-    {
-        Ok(result) => result,
-        Err(_) => Err(BackendError::Deadline {
-            kind: plugin.kind_label(),
-            limit,
-        }),
-    }
+    run_batch(plugin, config, locator, grants, tree, vec![call])
+        .await?
+        .pop()
+        .expect("one reply per call")
 }
 
-/// A batch of calls on one instance, bounded by one deadline per call.
+/// A batch of calls on one instance, bounded by one deadline per call: the
+/// epoch deadline stops guest code, and this outer bound also covers time
+/// spent waiting in host calls (storage), where epochs are not checked.
 async fn run_batch(
     plugin: &Plugin,
     config: &str,
@@ -583,21 +576,6 @@ async fn run_batch(
             limit,
         }),
     }
-}
-
-/// One call in a fresh instance.
-async fn run_inner(
-    plugin: &Plugin,
-    config: &str,
-    locator: &str,
-    grants: Vec<String>,
-    tree: Tree,
-    call: Call,
-) -> Result<Reply, BackendError> {
-    run_inner_batch(plugin, config, locator, grants, tree, vec![call])
-        .await?
-        .pop()
-        .expect("one reply per call")
 }
 
 /// Several calls on one object in one instance: instantiated and configured
