@@ -758,7 +758,7 @@ fn sibling_order(a: &Entry, b: &Entry, skip: usize) -> std::cmp::Ordering {
 }
 
 /// SHA-256 of a file's content (following a final symlink), lowercase hex.
-fn hash_file(path: &Path) -> io::Result<(String, u64)> {
+fn hash_file(path: impl AsRef<Path>) -> io::Result<(String, u64)> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
@@ -776,12 +776,12 @@ fn hash_file(path: &Path) -> io::Result<(String, u64)> {
 
 /// Hash `paths` on up to `available_parallelism` scoped threads, one file per
 /// thread at a time; results in input order.
-fn hash_parallel(paths: &[PathBuf]) -> Vec<io::Result<(String, u64)>> {
+fn hash_parallel(paths: &[String]) -> Vec<io::Result<(String, u64)>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(paths.len());
     if threads <= 1 {
-        return paths.iter().map(|p| hash_file(p)).collect();
+        return paths.iter().map(hash_file).collect();
     }
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<io::Result<(String, u64)>>> = Vec::new();
@@ -931,26 +931,34 @@ impl Tree {
                     real.as_os_str()
                 ))
             })?;
-            let abs: Vec<Option<String>> = entries
+            // Cache keys are `prefix` + each entry's path; the walk's files
+            // come in that order, so the lookups are one merge pass and no
+            // absolute path is built for a file the cache vouches for.
+            let prefix = format!("{}/", real_str.trim_end_matches('/'));
+            let readable: Vec<bool> = entries
                 .iter()
                 .map(|e| {
                     // A file, or a symlink read through to one (the walk gave
                     // it a size and stat key only then; `is_file` re-checks).
-                    let readable = match e.kind {
+                    match e.kind {
                         EntryKind::File => true,
                         EntryKind::Symlink => {
                             e.link_target.is_some() && real.join(&e.path).is_file()
                         }
                         EntryKind::Dir => false,
-                    };
-                    readable.then(|| format!("{}/{}", real_str.trim_end_matches('/'), e.path))
+                    }
                 })
                 .collect();
             let cache = self.cache()?;
             let loaded = started.elapsed();
-            let present = self.fill_hashes(&cache, &mut entries, &abs)?;
+            let present = self.fill_hashes(&cache, &mut entries, &prefix, &readable)?;
             let filled = started.elapsed();
-            cache.prune_under(real_str, present, abs.iter().flatten().map(String::as_str));
+            let seen = entries
+                .iter()
+                .zip(&readable)
+                .filter(|(_, r)| **r)
+                .map(|(e, _)| e.path.as_str());
+            cache.prune_under(&prefix, present, seen);
             cache.flush()?;
             tracing::debug!(
                 root = %real.display(),
@@ -969,49 +977,56 @@ impl Tree {
         })
     }
 
-    /// Fill `sha256` of each entry with an absolute path: from the cache when
-    /// it vouches for the stat key, else by reading (in parallel). Returns how
-    /// many of the paths the cache held an entry for (before this call).
+    /// Fill `sha256` of each `readable` entry, whose file is `prefix` +
+    /// its path: from the cache when it vouches for the stat key, else by
+    /// reading (in parallel). Returns how many of them the cache held an
+    /// entry for (before this call).
     fn fill_hashes(
         &self,
         cache: &CacheHandle,
         entries: &mut [Entry],
-        abs: &[Option<String>],
+        prefix: &str,
+        readable: &[bool],
     ) -> Result<usize, TreeError> {
         let now = cache::now_ns();
-        let mut misses: Vec<usize> = Vec::new();
-        let mut present = 0;
-        cache.with(|c| {
-            for (i, entry) in entries.iter_mut().enumerate() {
-                let Some(path) = &abs[i] else { continue };
-                let (hit, held) = c.lookup(path, &entry.stat_key(), now);
-                present += usize::from(held);
-                match hit {
-                    Some(sha) => entry.sha256 = Some(sha),
-                    None => misses.push(i),
-                }
-            }
+        let wanted: Vec<usize> = (0..entries.len()).filter(|&i| readable[i]).collect();
+        let (found, present) = cache.with(|c| {
+            let files = wanted
+                .iter()
+                .map(|&i| (entries[i].path.as_str(), entries[i].stat_key()));
+            c.lookup_all(prefix, files, now)
         });
+        let mut misses: Vec<usize> = Vec::new();
+        for (&i, hit) in wanted.iter().zip(found) {
+            match hit {
+                Some(sha) => entries[i].sha256 = Some(sha),
+                None => misses.push(i),
+            }
+        }
         if misses.is_empty() {
             return Ok(present);
         }
-        let paths: Vec<PathBuf> = misses
+        let paths: Vec<String> = misses
             .iter()
-            .map(|&i| PathBuf::from(abs[i].as_deref().unwrap_or_default()))
+            .map(|&i| format!("{prefix}{}", entries[i].path))
             .collect();
         let hashed = hash_parallel(&paths);
         let mut bytes = 0u64;
-        let mut fresh = Vec::with_capacity(misses.len());
         for ((&i, path), result) in misses.iter().zip(&paths).zip(hashed) {
-            let (sha, n) = result.map_err(|e| io_error("cannot read", path, &e))?;
+            let (sha, n) = result.map_err(|e| io_error("cannot read", Path::new(path), &e))?;
             bytes += n;
-            entries[i].sha256 = Some(sha.clone());
-            fresh.push((i, entries[i].stat_key(), sha));
+            entries[i].sha256 = Some(sha);
         }
         cache.with(|c| {
             c.record_hashed(misses.len() as u64, bytes);
-            for (i, key, sha) in fresh {
-                c.insert(abs[i].as_deref().unwrap_or_default(), key, sha, now);
+            for (&i, path) in misses.iter().zip(&paths) {
+                let e = &entries[i];
+                c.insert(
+                    path,
+                    e.stat_key(),
+                    e.sha256.as_deref().unwrap_or_default(),
+                    now,
+                );
             }
         });
         Ok(present)
@@ -1047,8 +1062,13 @@ impl Tree {
             )));
         }
         let (mtime_ns, ctime_ns, inode) = times(&md);
+        // The cache key is the path asked (normalised), as the entry's path
+        // under an empty prefix.
+        let Some(key) = abs.to_str() else {
+            return Err(TreeError::Io("hash missing after hashing".into()));
+        };
         let mut entries = [Entry {
-            path: String::new(),
+            path: key.to_owned(),
             kind: EntryKind::File,
             size: md.len(),
             mtime_ns,
@@ -1058,8 +1078,7 @@ impl Tree {
             sha256: None,
         }];
         let cache = self.cache()?;
-        let key = abs.to_str().map(str::to_owned);
-        self.fill_hashes(&cache, &mut entries, &[key])?;
+        self.fill_hashes(&cache, &mut entries, "", &[true])?;
         cache.flush()?;
         let [entry] = entries;
         entry

@@ -575,7 +575,7 @@ fn a_corrupt_or_foreign_cache_file_is_ignored_never_trusted() {
     let cache = f.base.join("ds/.tether/cache/file-hashes.json");
     walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
     let good = std::fs::read_to_string(&cache).unwrap();
-    assert!(good.starts_with("{\"version\":2,\"files\":[\n"), "{good}");
+    assert!(good.starts_with("{\"version\":3,\"files\":[\n"), "{good}");
     assert!(good.ends_with("]}\n"), "{good}");
     serde_json::from_str::<serde_json::Value>(&good).expect("the cache is JSON");
     let lie = sha(b"a lie");
@@ -585,7 +585,9 @@ fn a_corrupt_or_foreign_cache_file_is_ignored_never_trusted() {
         good.replace(&real, &lie).replace("]}\n", "]"),
         good.replace(&real, &lie).replace(",\"", ",\"\",\""),
         good.replace(&real, &lie[..63]),
-        good.replace(&real, &lie).replace("2,", "3,"),
+        good.replace(&real, &lie).replace("3,", "4,"),
+        // A shared length past the previous path (there is none).
+        good.replace(&real, &lie).replace("[0,", "[1,"),
         format!("{}x", good.replace(&real, &lie)),
     ] {
         std::fs::write(&cache, &bad).unwrap();
@@ -623,13 +625,13 @@ fn a_version_1_cache_is_read_and_paths_needing_escapes_round_trip() {
     walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
     let st = stats(Some(&cache));
     assert_eq!((st.files_hashed, st.cache_hits), (0, 1));
-    // Rewritten as version 2 once something changes, and read back.
+    // Rewritten as version 3 once something changes, and read back.
     let plain = root.join("plain");
     write(&plain, b"plain");
     age(&plain);
     walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
     let text = std::fs::read_to_string(&cache).unwrap();
-    assert!(text.starts_with("{\"version\":2,"), "{text}");
+    assert!(text.starts_with("{\"version\":3,"), "{text}");
     {
         let handle = CacheHandle::open(Some(&cache)).unwrap();
         handle.with(|c| c.forget());
@@ -638,4 +640,140 @@ fn a_version_1_cache_is_read_and_paths_needing_escapes_round_trip() {
     let st = stats(Some(&cache));
     // 1 + 1 hits before, and both entries from the file now.
     assert_eq!((st.files_hashed, st.cache_hits), (1, 4));
+}
+
+/// A cache as version 2 wrote it: whole paths, one per line.
+fn v2_cache(lines: &[String]) -> String {
+    format!("{{\"version\":2,\"files\":[\n{}\n]}}\n", lines.join(",\n"))
+}
+
+fn v2_line(path: &Path, sha256: &str) -> String {
+    let md = std::fs::metadata(path).unwrap();
+    let (mtime_ns, ctime_ns, inode) = times(&md);
+    serde_json::json!([s(path), md.len(), mtime_ns, ctime_ns, inode, sha256]).to_string()
+}
+
+fn forget(cache: &Path) {
+    let handle = CacheHandle::open(Some(cache)).unwrap();
+    handle.with(|c| c.forget());
+}
+
+#[test]
+fn a_version_2_cache_is_read_and_a_damaged_one_ignored() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let (a, b) = (root.join("a"), root.join("b"));
+    write(&a, b"aa");
+    write(&b, b"bb");
+    age(&a);
+    age(&b);
+    let cache = f.base.join("cache.json");
+    let lie = sha(b"a lie");
+    let good = v2_cache(&[v2_line(&a, &lie), v2_line(&b, &sha(b"bb"))]);
+    for bad in [
+        good.replace("]}\n", "]"),
+        good.replace(&lie, &lie[..63]),
+        good.replace(&lie, &lie.to_uppercase()),
+        good.replace("\"/", "\"rel/"),
+        // The same path twice.
+        v2_cache(&[v2_line(&a, &lie), v2_line(&a, &lie)]),
+    ] {
+        std::fs::write(&cache, &bad).unwrap();
+        forget(&cache);
+        let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+        assert_eq!(entries[0].sha256, Some(sha(b"aa")), "{bad}");
+    }
+    // Intact: trusted (it lies about `a` to show it), and kept as it is
+    // while nothing changes.
+    std::fs::write(&cache, &good).unwrap();
+    forget(&cache);
+    let before = stats(Some(&cache));
+    let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    assert_eq!(entries[0].sha256, Some(lie.clone()));
+    assert_eq!(entries[1].sha256, Some(sha(b"bb")));
+    let after = stats(Some(&cache));
+    assert_eq!(after.files_hashed, before.files_hashed);
+    assert_eq!(after.cache_hits, before.cache_hits + 2);
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), good);
+}
+
+#[test]
+fn version_3_shares_path_prefixes_and_rejects_paths_out_of_order() {
+    let f = fixture();
+    let root = f.base.join("d");
+    // `bè` and `bé/x` share the first byte of `è`/`é`: the shared length
+    // stops before it, at a character boundary.
+    for name in ["a", "b/c", "b/d", "bè", "bé/x", "c"] {
+        let p = root.join(name);
+        write(&p, name.as_bytes());
+        age(&p);
+    }
+    let cache = f.base.join("cache.json");
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let text = std::fs::read_to_string(&cache).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Header, six files, footer; the root written once.
+    assert_eq!(lines.len(), 8, "{text}");
+    assert_eq!(text.matches(&s(&root)).count(), 1, "{text}");
+    let shared = format!("[{},", s(&root).len() + 1);
+    assert!(lines[2].starts_with(&format!("{shared}\"b/c\"")), "{text}");
+    assert!(
+        lines[3].starts_with(&format!("[{},\"d\"", s(&root).len() + 3)),
+        "{text}"
+    );
+    // Read back exactly: a fresh process hashes nothing.
+    forget(&cache);
+    let before = stats(Some(&cache));
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let after = stats(Some(&cache));
+    assert_eq!(after.files_hashed, before.files_hashed);
+    assert_eq!(after.cache_hits, before.cache_hits + 6);
+    assert!(
+        lines[5].starts_with(&format!("[{},\"é/x\"", s(&root).len() + 2)),
+        "{text}"
+    );
+    // Paths out of order (`b/b` after `b/c`) or repeated (`b/c` twice):
+    // the whole file is ignored, as is a shared length past the previous
+    // path.
+    let lie = text.replace(&sha(b"a"), &sha(b"a lie"));
+    for bad in [
+        lie.replace(",\"d\",", ",\"b\","),
+        lie.replace(",\"d\",", ",\"c\","),
+        lie.replace(&shared, "[999999,"),
+    ] {
+        assert_ne!(bad, lie);
+        std::fs::write(&cache, &bad).unwrap();
+        forget(&cache);
+        let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+        assert_eq!(entries[0].sha256, Some(sha(b"a")), "{bad}");
+    }
+    // The intact file is trusted (so the damage is what was tested).
+    std::fs::write(&cache, &lie).unwrap();
+    forget(&cache);
+    let entries = walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    assert_eq!(entries[0].sha256, Some(sha(b"a lie")));
+}
+
+#[test]
+fn lookups_in_any_order_find_every_entry() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let mut paths = Vec::new();
+    for name in ["m", "a", "z", "a/b", "q"] {
+        let p = root.join(format!("{name}.f"));
+        write(&p, name.as_bytes());
+        age(&p);
+        paths.push((p, name));
+    }
+    let cache = f.base.join("cache.json");
+    let t = tree(&[&root], Some(cache.clone()));
+    walk_all_pages(&t, &s(&root), true, 10);
+    let before = stats(Some(&cache));
+    // Single files, out of order and repeated: each from the cache.
+    for (p, content) in paths.iter().chain(paths.iter().rev()) {
+        assert_eq!(t.hash_file(&s(p)).unwrap(), sha(content.as_bytes()));
+    }
+    let after = stats(Some(&cache));
+    assert_eq!(after.files_hashed, before.files_hashed);
+    assert_eq!(after.cache_hits, before.cache_hits + 10);
 }
