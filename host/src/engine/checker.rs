@@ -1,6 +1,7 @@
 //! The engine's answers to a plan's preconditions: what the checkout, the VCS
 //! and the stores hold now. Store questions are plugin calls; the plan module
-//! asks synchronously, so they run to completion on the current runtime.
+//! asks synchronously, so they run to completion on the current runtime,
+//! which must be tokio's multi-threaded one (as the CLI's is).
 
 use serde_json::Value;
 

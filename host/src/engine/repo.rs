@@ -3,7 +3,7 @@
 //! for objects. Every command starts from `Repo::find`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -338,10 +338,6 @@ impl Repo {
     /// The working ref of `key` in this checkout (`None`: the base branch).
     pub fn working_ref(ws: &WorkspaceState, key: &str) -> Option<String> {
         ws.working_refs.get(key).cloned()
-    }
-
-    pub fn layout_path(&self, rel: &str) -> PathBuf {
-        self.layout.root().join(rel)
     }
 }
 
