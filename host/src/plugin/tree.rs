@@ -775,44 +775,13 @@ fn hash_file(path: impl AsRef<Path>) -> io::Result<(String, u64)> {
 }
 
 /// Hash `paths` on up to `available_parallelism` scoped threads, one file per
-/// thread at a time; results in input order.
+/// thread at a time; results in input order. A panic while hashing is a bug;
+/// it fails that file as an I/O error rather than the whole walk.
 fn hash_parallel(paths: &[String]) -> Vec<io::Result<(String, u64)>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(paths.len());
-    if threads <= 1 {
-        return paths.iter().map(hash_file).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut results: Vec<Option<io::Result<(String, u64)>>> = Vec::new();
-    results.resize_with(paths.len(), || None);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(path) = paths.get(i) else { break };
-                        done.push((i, hash_file(path)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for worker in workers {
-            // A panic while hashing is a bug; surface it as an I/O error below.
-            if let Ok(done) = worker.join() {
-                for (i, r) in done {
-                    results[i] = Some(r);
-                }
-            }
-        }
-    });
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("hashing thread panicked"))))
-        .collect()
+    parallel_map(paths, |path| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_file(path)))
+            .unwrap_or_else(|_| Err(io::Error::other("hashing thread panicked")))
+    })
 }
 
 /// A whole walk, kept for the rest of the call so later pages are slices.
