@@ -182,7 +182,17 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
             .env("TETHER_CACHE_DIR", root.join("target").join("test-cache"));
         // Show the command as a user would type it; a non-zero exit is part
         // of the story where the demo says so.
-        eprintln!("$ tether {}", args.join(" "));
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a.contains(' ') {
+                    format!("{a:?}")
+                } else {
+                    a.to_string()
+                }
+            })
+            .collect();
+        eprintln!("$ tether {}", shown.join(" "));
         let status = cmd
             .status()
             .with_context(|| format!("cannot run {}", tether.display()))?;
