@@ -1,6 +1,7 @@
 //! `FORK`: writable branches from a pin (or a recorded state), the reset
 //! contract, conditional moves (`expected`), deletion and listing.
 
+use serde_json::Value;
 use tether::plugin::{BackendError, Expected};
 
 use super::{Group, check};
@@ -113,38 +114,35 @@ async fn reset_leaves_alone(ctx: Ctx) -> Outcome {
 
 /// `expected` names a head the branch no longer has: refused, nothing moved.
 async fn stale_expected_refused(ctx: Ctx) -> Outcome {
-    let sys = ctx.new_object().await?;
-    let state = sys.state(None).await?;
-    let (wr, source) = sys.fork_from(&state, BRANCH).await?;
-    sys.mutate(Some(&wr)).await?;
-    let head = sys.state(Some(&wr)).await?;
-    // The branch is at `head`; the caller reviewed `state`. A reset would
-    // move it back to `state`, so "nothing moved" is visible.
-    expect_ref_moved(
-        sys.fork(&source, BRANCH, &Expected::At(state.clone()))
-            .await,
-        "a fork with a stale expected head",
-    )?;
-    let after = sys.state(Some(&wr)).await?;
-    ensure!(
-        ctx.same(&after, &head),
-        "a refused fork moved {wr} from {} to {}; expected nothing moved",
-        show(&ctx.content(&head)),
-        show(&ctx.content(&after))
-    );
-    Ok(())
+    // The branch has moved past `state`; the caller reviewed `state`. A reset
+    // would move it back to `state`, so "nothing moved" is visible.
+    refused_fork_moves_nothing(ctx, Expected::At, "a fork with a stale expected head").await
 }
 
+/// `expected` says the branch is absent, but it exists: refused, nothing moved.
 async fn absent_onto_existing_refused(ctx: Ctx) -> Outcome {
+    refused_fork_moves_nothing(
+        ctx,
+        |_| Expected::Absent,
+        "a fork expecting absent onto an existing branch",
+    )
+    .await
+}
+
+/// Fork a branch and write to it, then fork again from the same source with
+/// the `expected` that `expected_for(fork source state)` gives: the store must
+/// refuse with `ref-moved` and leave the branch at its head.
+async fn refused_fork_moves_nothing(
+    ctx: Ctx,
+    expected_for: impl FnOnce(Value) -> Expected,
+    what: &str,
+) -> Outcome {
     let sys = ctx.new_object().await?;
     let state = sys.state(None).await?;
     let (wr, source) = sys.fork_from(&state, BRANCH).await?;
     sys.mutate(Some(&wr)).await?;
     let head = sys.state(Some(&wr)).await?;
-    expect_ref_moved(
-        sys.fork(&source, BRANCH, &Expected::Absent).await,
-        "a fork expecting absent onto an existing branch",
-    )?;
+    expect_ref_moved(sys.fork(&source, BRANCH, &expected_for(state)).await, what)?;
     let after = sys.state(Some(&wr)).await?;
     ensure!(
         ctx.same(&after, &head),
