@@ -229,11 +229,12 @@ pub fn read_created(
     shared_dir: &Path,
     dataset_id: Option<&str>,
 ) -> Result<Vec<CreatedStore>, OplogError> {
-    let all: Vec<CreatedStore> = decode(read_index(&created_path(shared_dir), CREATED_FILENAME)?);
-    Ok(all
-        .into_iter()
-        .filter(|s| dataset_id.is_none_or(|d| s.dataset_id == d))
-        .collect())
+    read_stores(
+        &created_path(shared_dir),
+        CREATED_FILENAME,
+        dataset_id,
+        |s: &CreatedStore| &s.dataset_id,
+    )
 }
 
 /// Forget a created store (`forget-store`, or after `delete-store`).
@@ -243,8 +244,13 @@ pub fn remove_created(
     kind: &str,
     identity: &Value,
 ) -> Result<bool, OplogError> {
-    let gone = vec![store_id(dataset_id, kind, identity)];
-    Ok(remove(&created_path(shared_dir), CREATED_FILENAME, gone)? == 1)
+    remove_store(
+        &created_path(shared_dir),
+        CREATED_FILENAME,
+        dataset_id,
+        kind,
+        identity,
+    )
 }
 
 /// Record a store this clone just wrote a ref into; returns whether it was new.
@@ -258,11 +264,12 @@ pub fn read_touched(
     shared_dir: &Path,
     dataset_id: Option<&str>,
 ) -> Result<Vec<TouchedStore>, OplogError> {
-    let all: Vec<TouchedStore> = decode(read_index(&touched_path(shared_dir), TOUCHED_FILENAME)?);
-    Ok(all
-        .into_iter()
-        .filter(|s| dataset_id.is_none_or(|d| s.dataset_id == d))
-        .collect())
+    read_stores(
+        &touched_path(shared_dir),
+        TOUCHED_FILENAME,
+        dataset_id,
+        |s: &TouchedStore| &s.dataset_id,
+    )
 }
 
 /// Forget a touched store (`forget-touched`: nothing of the dataset's is left).
@@ -272,8 +279,39 @@ pub fn remove_touched(
     kind: &str,
     identity: &Value,
 ) -> Result<bool, OplogError> {
+    remove_store(
+        &touched_path(shared_dir),
+        TOUCHED_FILENAME,
+        dataset_id,
+        kind,
+        identity,
+    )
+}
+
+/// The live records of a store index, optionally only one dataset's.
+fn read_stores<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    file: &str,
+    dataset_id: Option<&str>,
+    dataset_of: impl Fn(&T) -> &String,
+) -> Result<Vec<T>, OplogError> {
+    let all: Vec<T> = decode(read_index(path, file)?);
+    Ok(all
+        .into_iter()
+        .filter(|s| dataset_id.is_none_or(|d| dataset_of(s) == d))
+        .collect())
+}
+
+/// Forget one store of a store index; whether it was there.
+fn remove_store(
+    path: &Path,
+    file: &str,
+    dataset_id: &str,
+    kind: &str,
+    identity: &Value,
+) -> Result<bool, OplogError> {
     let gone = vec![store_id(dataset_id, kind, identity)];
-    Ok(remove(&touched_path(shared_dir), TOUCHED_FILENAME, gone)? == 1)
+    Ok(remove(path, file, gone)? == 1)
 }
 
 fn store_id(dataset_id: &str, kind: &str, identity: &Value) -> Value {
