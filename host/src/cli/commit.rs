@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use super::output::{Exit, print_json};
+use super::output::{Exit, preview_plan, print_json};
 use crate::engine::Repo;
 use crate::engine::commit::{self, CommitOptions, CommitReport};
 
@@ -64,21 +64,7 @@ pub async fn run(args: Args) -> Result<Exit> {
     };
     let plan = commit::plan(&repo, &opts).await?;
     if previewing {
-        if let Some(path) = &args.plan {
-            plan.save(path)?;
-        }
-        if args.json {
-            println!("{}", plan.to_json_pretty());
-        } else {
-            print!("{}", plan.render());
-            if let Some(path) = &args.plan {
-                println!(
-                    "plan saved to {}; apply it with `tether commit --from-plan {}`",
-                    path.display(),
-                    path.display()
-                );
-            }
-        }
+        preview_plan(&plan, args.plan.as_deref(), args.json)?;
         return Ok(Exit::Ok);
     }
     let report = commit::apply(&repo, &plan, args.message.as_deref()).await?;

@@ -7,10 +7,12 @@ mod commit;
 mod diff;
 mod init;
 mod log;
+mod new;
 mod open;
 mod ops;
 mod output;
 mod plugin;
+mod promote;
 mod remove;
 mod set;
 mod snapshot;
@@ -54,6 +56,8 @@ enum Command {
     Snapshot(snapshot::Args),
     /// Pin mutable objects and record their state in the manifests, then commit them.
     Commit(commit::Args),
+    /// Start working on a bookmark: its store branches become your working refs.
+    New(new::Args),
     /// Print a native handle for an object (address on stdout).
     Open(open::Args),
     /// Check that recorded states and pins still resolve.
@@ -64,6 +68,8 @@ enum Command {
     Log(log::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
+    /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
+    Promote(promote::Args),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
     Plugin(plugin::Args),
 }
@@ -97,11 +103,13 @@ pub fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Snapshot(args) => snapshot::run(args).await,
             Command::Commit(args) => commit::run(args).await,
+            Command::New(args) => new::run(args).await,
             Command::Open(args) => open::run(args).await,
             Command::Verify(args) => verify::run(args).await,
             Command::Diff(args) => diff::run(args).await,
             Command::Log(args) => log::run(args).await,
             Command::Ops(args) => ops::run(args).await,
+            Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,
         }
     });

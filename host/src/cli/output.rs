@@ -56,3 +56,29 @@ pub fn age(timestamp: &str) -> String {
     };
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
+
+/// Print a plan for `--dry-run` / `--plan FILE` (saving it first), with the
+/// command that applies a saved one.
+pub fn preview_plan(
+    plan: &crate::plan::Plan,
+    save: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if let Some(path) = save {
+        plan.save(path)?;
+    }
+    if json {
+        println!("{}", plan.to_json_pretty());
+        return Ok(());
+    }
+    print!("{}", plan.render());
+    if let Some(path) = save {
+        println!(
+            "plan saved to {}; apply it with `tether {} --from-plan {}`",
+            path.display(),
+            plan.command,
+            path.display()
+        );
+    }
+    Ok(())
+}

@@ -86,4 +86,76 @@ impl PreconditionChecker for Checker<'_> {
     ) -> Result<Option<Value>, String> {
         self.fingerprint(store, r#ref)
     }
+
+    fn ref_present(&mut self, _key: &str, store: &Store, r#ref: &str) -> Result<bool, String> {
+        if self.fingerprint(store, r#ref)?.is_none() {
+            return Ok(false);
+        }
+        // A newer generation (`.2`, `.3`) of the same name means the store
+        // made a sibling since the plan: the adopted branch is not the live one.
+        let refs = block(async {
+            let plugin = self
+                .repo
+                .plugin(&store.backend)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.repo
+                .client_for(&plugin, &store.locator)
+                .list_working_refs()
+                .await
+                .map_err(|e| e.to_string())
+        })?;
+        let (base, mine) = split_generation(r#ref);
+        Ok(!refs.iter().any(|r| {
+            let (b, g) = split_generation(r);
+            b == base && g > mine
+        }))
+    }
+
+    fn ref_descends(
+        &mut self,
+        _key: &str,
+        store: &Store,
+        r#ref: &str,
+        state: &Value,
+    ) -> Result<bool, String> {
+        let Some(head) = self.fingerprint(store, r#ref)? else {
+            return Ok(false);
+        };
+        block(async {
+            let plugin = self
+                .repo
+                .plugin(&store.backend)
+                .await
+                .map_err(|e| e.to_string())?;
+            match self
+                .repo
+                .client_for(&plugin, &store.locator)
+                .ancestor_of(state, &head)
+                .await
+            {
+                Ok(Some(descends)) => Ok(descends),
+                Ok(None) => Err(format!(
+                    "the store can no longer tell whether {} builds on the pin",
+                    r#ref
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+}
+
+/// A working ref's name without its generation, and the generation (1 for
+/// none); a name tether does not write is its own base.
+fn split_generation(name: &str) -> (String, u32) {
+    match crate::model::ids::parse_working_ref(name) {
+        Some(w) if w.generation() > 1 => {
+            let suffix = format!(".{}", w.generation());
+            (
+                name.strip_suffix(&suffix).unwrap_or(name).to_string(),
+                w.generation(),
+            )
+        }
+        _ => (name.to_string(), 1),
+    }
 }

@@ -50,12 +50,13 @@ pub struct CommitReport {
 /// Refuse a working copy that cannot commit: read-only, or off its bookmark.
 fn check_bookmark(repo: &Repo) -> Result<String> {
     let ws = repo.workspace()?;
-    let Some(bookmark) = ws.bookmark else {
+    let Some(bookmark) = ws.bookmark.clone() else {
         return Err(TetherError::Refused(
             "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"
                 .into(),
         ));
     };
+    super::fork::refuse_if_stale(repo, &ws)?;
     match repo.vcs.current_branch()? {
         Some(b) if b == bookmark => Ok(bookmark),
         other => Err(TetherError::Refused(format!(
@@ -439,6 +440,11 @@ async fn write_and_commit(
         }
         manifest::write_manifest(&repo.layout.objects_dir(), &a.key, &m)?;
         paths.push(repo.vcs_path(&repo.layout.manifest_file(&a.key)));
+        // Your own commits never make you stale: the working ref now stands
+        // on what this commit records.
+        if ws.base_states.contains_key(&a.key) || ws.working_refs.contains_key(&a.key) {
+            ws.base_states.insert(a.key.clone(), state.clone());
+        }
         ws.last_snapshot.insert(a.key.clone(), state);
         ws.last_snapshot_errors.remove(&a.key);
     }

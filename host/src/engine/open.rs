@@ -5,9 +5,10 @@
 //!   object opens writable at this checkout's working ref (`workspace.toml`),
 //!   or at its base branch when it has none (on the trunk the upstream branch
 //!   *is* the working ref). Everything else opens read-only at its base. A
-//!   checkout on no bookmark is read-only. Forking a deferred working ref on
-//!   first writable open belongs to `new`'s lazy forks and is refused here
-//!   with the command that creates it.
+//!   checkout on no bookmark is read-only. The first writable open of an
+//!   object whose fork `new` deferred creates that branch
+//!   ([`super::fork::materialize_fork`]); a read-only one reads at the pin.
+//!   A stale working copy gets no writable handle.
 //! - With a revision, the handle is read-only at what that commit recorded:
 //!   its pin (`Target::Pinned`), or its recorded state (`Target::Recorded`)
 //!   where the backend is ADDRESSABLE. An Observed object's state is a
@@ -115,15 +116,24 @@ async fn at_working_ref(repo: &Repo, key: &str, access: Access) -> Result<Resolv
         }
         Access::Writable => true,
     };
+    if writable {
+        // No writable handle from a stale working copy (read-only ones keep working).
+        super::fork::refuse_if_stale(repo, &ws)?;
+    }
     let target = match Repo::working_ref(&ws, key) {
         Some(r) => Target::WorkingRef(r),
+        // The first writable open makes the branch `new` deferred.
         None if writable && ws.pending_forks.contains_key(key) => {
-            return Err(TetherError::Refused(format!(
-                "{key}: its working branch {} was deferred by `tether new` and is not created yet; \
-                 `tether new --eager` creates it now (or open with --read-only)",
-                ws.pending_forks[key]
-            )));
+            match super::fork::materialize_fork(repo, key).await? {
+                Some(r) => Target::WorkingRef(r),
+                None => Target::Base,
+            }
         }
+        // Not forked yet on this bookmark: it reads at its pin.
+        None if ws.pending_forks.contains_key(key) => match super::fork::fork_source(&m) {
+            Some((source, _)) => source,
+            None => Target::Base,
+        },
         None => Target::Base,
     };
     let client = repo.client_for(&plugin, &Value::Object(m.locator.clone()));

@@ -25,6 +25,10 @@ pub async fn fingerprint(
     let mut out = Fingerprints::new();
     for key in keys {
         let m = &manifests[key];
+        if let Some(state) = at_its_pin(repo, ws, key, m) {
+            out.insert(key.clone(), Ok(state));
+            continue;
+        }
         match repo.client(m).await {
             Ok(client) => {
                 let working_ref = Repo::working_ref(ws, key);
@@ -49,6 +53,23 @@ pub async fn fingerprint(
         out.insert(key, result.map_err(|e| e.to_string()));
     }
     Ok(out)
+}
+
+/// An object's position when it is not read from a branch: on a bookmark
+/// other than the trunk, an object with no working ref of its own (a fork
+/// `new` deferred, a system with no branches) sits at the state its last
+/// commit recorded, and is not contacted (spec/06, "Positions").
+fn at_its_pin(
+    repo: &Repo,
+    ws: &WorkspaceState,
+    key: &str,
+    m: &Manifest,
+) -> Option<Map<String, Value>> {
+    let bookmark = ws.bookmark.as_deref()?;
+    if bookmark == repo.config.trunk || ws.working_refs.contains_key(key) {
+        return None;
+    }
+    m.state.clone()
 }
 
 /// Fingerprint and store the results in the workspace's snapshot cache; the

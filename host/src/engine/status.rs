@@ -81,10 +81,11 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
         ));
     }
     let bookmark = ws.bookmark.clone();
+    let stale_keys = super::fork::stale_keys(&ws, &manifests);
     Ok(StatusReport {
         manifest_hash: manifest::manifest_hash(&manifests),
-        stale: false,
-        stale_keys: Vec::new(),
+        stale: !stale_keys.is_empty(),
+        stale_keys,
         fresh: take,
         snapshot_at: ws.last_snapshot_at.clone(),
         trunk: bookmark.as_deref() == Some(repo.config.trunk.as_str()),

@@ -245,7 +245,9 @@ fn to_label_report(
 
 /// Every visible commit's manifests, newest first, from one history walk.
 /// Manifest sets are parsed once per distinct content (`files_id`).
-fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, BTreeMap<String, Manifest>)>> {
+pub(crate) fn history_manifests(
+    repo: &Repo,
+) -> Result<Vec<(CommitId, BTreeMap<String, Manifest>)>> {
     let prefix = repo.vcs_path(&repo.layout.objects_dir());
     let mut parsed: HashMap<String, BTreeMap<String, Manifest>> = HashMap::new();
     let mut out = Vec::new();

@@ -890,6 +890,94 @@ impl Vcs for GitVcs {
         Ok(name)
     }
 
+    fn move_branch(&self, name: &str, to: &CommitId, expected: &CommitId) -> Result<()> {
+        let repo = self.lock();
+        if let Some(path) = self.checked_out_elsewhere(&repo, name)? {
+            return Err(VcsError::BranchCheckedOut {
+                branch: name.to_owned(),
+                path,
+            });
+        }
+        let target = find_commit(&repo, to)?;
+        let old = find_commit(&repo, expected)?;
+        let refname = format!("refs/heads/{name}");
+        match repo.reference_matching(
+            &refname,
+            target.id(),
+            true,
+            old.id(),
+            &format!("tether: move {name}"),
+        ) {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.code(), ErrorCode::Modified | ErrorCode::NotFound) => {
+                let found = repo
+                    .find_reference(&refname)
+                    .ok()
+                    .and_then(|r| r.target())
+                    .map(|o| o.to_string())
+                    .unwrap_or_else(|| "nothing (deleted)".into());
+                Err(VcsError::BranchMoved {
+                    name: name.to_owned(),
+                    expected: expected.to_string(),
+                    found,
+                })
+            }
+            Err(e) => Err(VcsError::git(format!("moving {name}"))(e)),
+        }
+    }
+
+    fn delete_branch(&self, name: &str, expected: &CommitId) -> Result<()> {
+        let repo = self.lock();
+        let on_it = self
+            .worktree_list(&repo)?
+            .into_iter()
+            .find(|w| w.exists && w.branch.as_deref() == Some(name));
+        if let Some(w) = on_it {
+            return Err(VcsError::BranchCheckedOut {
+                branch: name.to_owned(),
+                path: w.path,
+            });
+        }
+        let mut branch = match repo.find_branch(name, BranchType::Local) {
+            Ok(b) => b,
+            Err(e) if e.code() == ErrorCode::NotFound => return Ok(()),
+            Err(e) => return Err(VcsError::git(format!("reading branch {name}"))(e)),
+        };
+        let found = branch
+            .get()
+            .target()
+            .map(|o| o.to_string())
+            .unwrap_or_default();
+        if found != expected.as_str() {
+            return Err(VcsError::BranchMoved {
+                name: name.to_owned(),
+                expected: expected.to_string(),
+                found,
+            });
+        }
+        branch
+            .delete()
+            .map_err(VcsError::git(format!("deleting branch {name}")))
+    }
+
+    fn is_ancestor(&self, ancestor: &CommitId, descendant: &CommitId) -> Result<bool> {
+        let repo = self.lock();
+        let a = find_commit(&repo, ancestor)?.id();
+        let d = find_commit(&repo, descendant)?.id();
+        if a == d {
+            return Ok(true);
+        }
+        repo.graph_descendant_of(d, a)
+            .map_err(VcsError::git("comparing commits"))
+    }
+
+    fn reset_soft(&self, to: &CommitId) -> Result<()> {
+        let repo = self.lock();
+        let target = find_commit(&repo, to)?;
+        repo.reset(target.as_object(), git2::ResetType::Soft, None)
+            .map_err(VcsError::git(format!("resetting to {to}")))
+    }
+
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>> {
         let repo = self.lock();
         self.worktree_list(&repo)

@@ -304,6 +304,23 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// returns the branch's name. Parking branches are never deleted by tether.
     fn park(&self, commit: &CommitId) -> Result<String>;
 
+    /// Moves branch `name` to `to`, only from `expected` (a compare-and-swap:
+    /// [`VcsError::BranchMoved`] and nothing moved when it points elsewhere). A branch
+    /// checked out in another checkout is refused; the current checkout's own branch
+    /// moves without touching its work tree (the caller knows the trees agree).
+    fn move_branch(&self, name: &str, to: &CommitId, expected: &CommitId) -> Result<()>;
+
+    /// Deletes branch `name`, only while it points at `expected`. A branch checked out
+    /// in any checkout is refused; an absent one is success.
+    fn delete_branch(&self, name: &str, expected: &CommitId) -> Result<()>;
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors.
+    fn is_ancestor(&self, ancestor: &CommitId, descendant: &CommitId) -> Result<bool>;
+
+    /// Moves the current branch back to `to` keeping the work tree and index as
+    /// they are (`git reset --soft`): how `undo` uncommits a dataset commit.
+    fn reset_soft(&self, to: &CommitId) -> Result<()>;
+
     /// Every checkout of the repository, the main one first.
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>>;
 
@@ -558,6 +575,16 @@ pub enum VcsError {
 
     #[error("`{name}` is not a valid git branch name")]
     InvalidBranchName { name: String },
+
+    #[error(
+        "branch `{name}` moved: it is at {found}, not at {expected} as this operation reviewed; \
+         look at `git log {name}` and run the command again"
+    )]
+    BranchMoved {
+        name: String,
+        expected: String,
+        found: String,
+    },
 
     #[error("branch `{branch}` is checked out in another worktree, {}: switch that checkout to another branch first, or work there", path.display())]
     BranchCheckedOut { branch: String, path: PathBuf },

@@ -1,0 +1,142 @@
+//! `tether new [REV] [-b NAME] [--shared] [--keep] [--eager | --lazy]
+//! [--defer-record | --no-defer-record] [--discard | --adopt]
+//! [--dry-run | --plan FILE | --from-plan FILE]`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::output::{Exit, preview_plan, print_json};
+use crate::engine::Repo;
+use crate::engine::new::{self, NewOptions, NewReport};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A bookmark to join, or a revision (read-only when no bookmark is there).
+    rev: Option<String>,
+    /// Create this bookmark at REV (default: here) and work on it.
+    #[arg(short = 'b', long = "bookmark", value_name = "NAME")]
+    bookmark: Option<String>,
+    /// Work on a bookmark another live checkout already holds.
+    #[arg(long)]
+    shared: bool,
+    /// Keep the current working refs; only refresh the baseline.
+    #[arg(long)]
+    keep: bool,
+    /// Create every working branch now.
+    #[arg(long, conflicts_with = "lazy")]
+    eager: bool,
+    /// Create working branches on the first writable open (default: [new] fork).
+    #[arg(long)]
+    lazy: bool,
+    /// Leave pin=record objects for the first writable open too.
+    #[arg(long, conflicts_with = "no_defer_record")]
+    defer_record: bool,
+    /// Fork pin=record objects now (default: [new] record).
+    #[arg(long)]
+    no_defer_record: bool,
+    /// Reset working branches even if they hold writes never committed.
+    #[arg(long, conflicts_with = "adopt")]
+    discard: bool,
+    /// Take the bookmark's existing store branches as they are.
+    #[arg(long)]
+    adopt: bool,
+    /// Show which branches would be forked; write nothing.
+    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
+    dry_run: bool,
+    /// Write the plan to FILE (implies --dry-run).
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    plan: Option<PathBuf>,
+    /// Apply a plan saved with --plan instead of replanning.
+    #[arg(long, value_name = "PATH")]
+    from_plan: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let plan = match &args.from_plan {
+        Some(path) => new::load_plan(path)?,
+        None => {
+            let opts = NewOptions {
+                rev: args.rev.clone(),
+                create: args.bookmark.clone(),
+                shared: args.shared,
+                keep: args.keep,
+                eager: (args.eager || args.lazy).then_some(args.eager),
+                defer_record: (args.defer_record || args.no_defer_record)
+                    .then_some(args.defer_record),
+                discard: args.discard,
+                adopt: args.adopt,
+            };
+            let plan = new::plan(&repo, &opts).await?;
+            if args.dry_run || args.plan.is_some() {
+                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+                return Ok(Exit::Ok);
+            }
+            plan
+        }
+    };
+    let report = new::apply(&repo, &plan).await?;
+    print_report(&report, args.json)?;
+    Ok(if report.failed.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Failed
+    })
+}
+
+fn print_report(r: &NewReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let Some(bookmark) = &r.bookmark else {
+        match &r.parked {
+            Some(branch) => println!("on no bookmark: read-only (checked out on {branch})"),
+            None => println!("on no bookmark: read-only"),
+        }
+        return Ok(());
+    };
+    if r.trunk {
+        println!("on trunk bookmark {bookmark}; every object works on its upstream branch");
+        for (key, branch) in &r.working_refs {
+            println!("  {key} -> {branch}");
+        }
+        return Ok(());
+    }
+    let mut lines = Vec::new();
+    for (key, how) in &r.how {
+        let name = r
+            .working_refs
+            .get(key)
+            .or_else(|| r.pending_forks.get(key))
+            .cloned()
+            .unwrap_or_default();
+        let note = match how.as_str() {
+            "deferred" => "created on first writable open",
+            "forked" => "created",
+            "reset" => "reset onto the pin",
+            "reused" => "already at the pin",
+            "adopted" => "adopted as it is",
+            "shared" => "shared with its branch scope",
+            other => other,
+        };
+        lines.push(format!("  {key} -> {name} ({note})"));
+    }
+    if lines.is_empty() {
+        println!("on bookmark {bookmark}; no Forkable object to fork");
+    } else {
+        println!("on bookmark {bookmark}; working refs set up");
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    for (key, error) in &r.failed {
+        eprintln!(
+            "error: {key}: the fork failed ({error}); the other branches are in place; run `tether new` again once the cause is gone"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! `tether promote [KEY...] [-r REV] [--strategy auto|ff|merge] [-m MESSAGE]
+//! [--dry-run | --plan FILE | --from-plan FILE]`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::output::{Exit, preview_plan, print_json};
+use crate::engine::Repo;
+use crate::engine::commit::brief;
+use crate::engine::promote::{self, PromoteOptions, PromoteReport, Strategy};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Land only these objects (exact keys or `prefix/`); the trunk bookmark then stays.
+    keys: Vec<String>,
+    /// Promote the states pinned at this dataset commit instead of this workspace's branches.
+    #[arg(short, long)]
+    rev: Option<String>,
+    /// auto: fast-forward when the base is unchanged, else merge; ff: only
+    /// fast-forwards; merge: only merges.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "ff", "merge"])]
+    strategy: String,
+    /// Merge message for systems that record one.
+    #[arg(short, long)]
+    message: Option<String>,
+    /// Show per-object outcomes; write nothing.
+    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
+    dry_run: bool,
+    /// Write the plan to FILE (implies --dry-run).
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    plan: Option<PathBuf>,
+    /// Apply a plan saved with --plan.
+    #[arg(long, value_name = "PATH")]
+    from_plan: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let plan = match &args.from_plan {
+        Some(path) => promote::load_plan(path, &args.keys)?,
+        None => {
+            let opts = PromoteOptions {
+                keys: args.keys.clone(),
+                rev: args.rev.clone(),
+                strategy: Strategy::parse(&args.strategy)?,
+                message: args.message.clone(),
+            };
+            let plan = promote::plan(&repo, &opts).await?;
+            if args.dry_run || args.plan.is_some() {
+                // A preview exits 0 whatever the plan says.
+                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+                return Ok(Exit::Ok);
+            }
+            plan
+        }
+    };
+    let report = promote::apply(&repo, &plan).await?;
+    print_report(&report, args.json)?;
+    let trouble = !report.refused.is_empty()
+        || !report.held.is_empty()
+        || !report.failed.is_empty()
+        || !report.conflicts.is_empty();
+    Ok(match (trouble, report.landed()) {
+        (false, _) => Exit::Ok,
+        (true, false) => Exit::Failed,
+        (true, true) => Exit::Partial,
+    })
+}
+
+fn print_report(r: &PromoteReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    for (k, s) in &r.fast_forwarded {
+        println!(
+            "fast-forwarded {k} -> {}",
+            brief(s.as_object().unwrap_or(&Default::default()))
+        );
+    }
+    for (k, s) in &r.merged {
+        println!(
+            "merged {k} -> {}",
+            brief(s.as_object().unwrap_or(&Default::default()))
+        );
+    }
+    for k in &r.skipped {
+        println!("skipped {k}");
+    }
+    for (k, why) in &r.held {
+        println!("held {k}: {why}");
+    }
+    for (k, why) in &r.refused {
+        println!("refused {k}: {why}");
+    }
+    for (k, units) in &r.conflicts {
+        println!("conflict {k}: {}", units.join(", "));
+    }
+    for (k, why) in &r.kept_forks {
+        println!("kept {k}: {why}");
+    }
+    for (k, e) in &r.failed {
+        eprintln!("FAILED {k}: {e}");
+    }
+    match (&r.trunk_moved, &r.trunk_held) {
+        (Some(c), _) => println!("moved the trunk bookmark to {}", &c[..c.len().min(12)]),
+        (None, Some(why)) => println!("the trunk bookmark stays: {why}"),
+        (None, None) => {}
+    }
+    if !r.landed() {
+        println!("nothing moved");
+    }
+    Ok(())
+}

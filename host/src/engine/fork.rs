@@ -1,0 +1,210 @@
+//! Working branches: the one place tether decides where an object's fork comes
+//! from, reads a branch's head, creates or resets a branch, and tells whether a
+//! working copy has gone stale. `new`, `restore`, a writable `open`'s lazy
+//! fork ([`materialize_fork`]) and `promote` all go through here, so a branch
+//! is moved the same way whoever moves it.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::error::{Result, TetherError};
+use super::repo::Repo;
+use super::verify::pin_ref;
+use crate::model::{Manifest, WorkspaceState};
+use crate::oplog::NewOp;
+use crate::plugin::{BackendError, Expected, ObjectClient, Target};
+
+/// What a fork starts from: the commit's pin, or, for a `pin = "record"`
+/// object, its recorded state. `None`: the object was never committed.
+pub fn fork_source(m: &Manifest) -> Option<(Target, Value)> {
+    let state = Value::Object(m.state.clone()?);
+    match pin_ref(m) {
+        Some(pin) => Some((Target::Pinned(pin), state)),
+        None if m.recoverable => Some((Target::Recorded(state.clone()), state)),
+        None => None,
+    }
+}
+
+/// The head of branch `name` in the object's store; `None` when it does not exist.
+pub async fn branch_head(
+    client: &ObjectClient,
+    name: &str,
+) -> std::result::Result<Option<Value>, BackendError> {
+    match client.fingerprint(Some(name)).await {
+        Ok(state) => Ok(Some(state)),
+        Err(BackendError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Serialises an [`Expected`] into plan params (`null` = absent).
+pub fn expected_param(expected: &Option<Value>) -> Value {
+    match expected {
+        Some(head) => json!({"at": head}),
+        None => json!({"absent": true}),
+    }
+}
+
+/// Reads back [`expected_param`].
+pub fn expected_from_param(param: Option<&Value>) -> Expected {
+    match param.and_then(|p| p.get("at")) {
+        Some(head) => Expected::At(head.clone()),
+        None if param.and_then(|p| p.get("absent")).is_some() => Expected::Absent,
+        None => Expected::Unconditional,
+    }
+}
+
+/// Serialises a fork source into plan params.
+pub fn source_param(source: &Target) -> Value {
+    match source {
+        Target::Pinned(pin) => json!({"pinned": pin}),
+        Target::Recorded(state) => json!({"recorded": state}),
+        Target::WorkingRef(r) => json!({"working_ref": r}),
+        Target::Base => json!({"base": true}),
+    }
+}
+
+/// Reads back [`source_param`].
+pub fn source_from_param(param: Option<&Value>) -> Result<Target> {
+    let bad = || TetherError::Refused("a plan action has no readable fork source".into());
+    let p = param.ok_or_else(bad)?;
+    if let Some(pin) = p.get("pinned") {
+        return Ok(Target::Pinned(
+            serde_json::from_value(pin.clone()).map_err(|_| bad())?,
+        ));
+    }
+    if let Some(state) = p.get("recorded") {
+        return Ok(Target::Recorded(state.clone()));
+    }
+    if let Some(r) = p.get("working_ref").and_then(Value::as_str) {
+        return Ok(Target::WorkingRef(r.to_string()));
+    }
+    if p.get("base").is_some() {
+        return Ok(Target::Base);
+    }
+    Err(bad())
+}
+
+/// Keys whose committed state changed since this workspace forked: the
+/// manifest no longer records the state its working ref stands on. Your own
+/// commits update `base_states`, so they never make you stale.
+pub fn stale_keys(ws: &WorkspaceState, manifests: &BTreeMap<String, Manifest>) -> Vec<String> {
+    let trunk_or_none = ws.bookmark.is_none();
+    if trunk_or_none {
+        return Vec::new();
+    }
+    ws.base_states
+        .iter()
+        .filter(|(k, base)| match manifests.get(*k) {
+            Some(m) => m.state.as_ref() != Some(base),
+            // A removed object forks nothing; it cannot make the copy stale.
+            None => false,
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Refuse a write (a writable open, a commit) from a stale working copy.
+pub fn refuse_if_stale(repo: &Repo, ws: &WorkspaceState) -> Result<()> {
+    let stale = stale_keys(ws, &repo.manifests()?);
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(TetherError::Refused(format!(
+        "working copy is stale: the committed state of {} changed since this workspace forked; \
+         run `tether new` to refork before writing",
+        stale.join(", ")
+    )))
+}
+
+/// The first writable open of an object whose fork `new` deferred: create the
+/// branch `new` decided on from the pin (resetting an existing branch only
+/// from the head `new` reviewed), and move the entry from `pending_forks` to
+/// `working_refs`. Journaled like every store write, so `undo` can delete a
+/// branch it created. Returns the working ref; an object with no pending
+/// fork returns the working ref it already has.
+pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> {
+    let _locks = repo.lock()?;
+    let mut ws = repo.workspace()?;
+    if let Some(r) = ws.working_refs.get(key) {
+        return Ok(Some(r.clone()));
+    }
+    let Some(name) = ws.pending_forks.get(key).cloned() else {
+        return Ok(None);
+    };
+    refuse_if_stale(repo, &ws)?;
+    let manifests = repo.manifests()?;
+    let m = manifests
+        .get(key)
+        .ok_or_else(|| TetherError::NoSuchObject { key: key.into() })?;
+    // A sibling in the same branch scope may already have made the branch.
+    let sibling_made_it = ws.working_refs.values().any(|r| r == &name) && {
+        let client = repo.client(m).await?;
+        let scope = client
+            .branch_scope()
+            .await
+            .map_err(|e| TetherError::backend(key, e))?;
+        let mut same = false;
+        for (other, r) in &ws.working_refs {
+            if r != &name {
+                continue;
+            }
+            if let Some(om) = manifests.get(other)
+                && om.kind == m.kind
+            {
+                let oc = repo.client(om).await?;
+                if oc.branch_scope().await.ok().as_deref() == Some(scope.as_str()) {
+                    same = true;
+                }
+            }
+        }
+        same
+    };
+    let pre = json!({
+        "working_refs": {key: Value::Null},
+        "pending_forks": {key: name},
+        "pending_resets": {key: ws.pending_resets.get(key)},
+    });
+    let journal = repo.journal()?;
+    let mut op = journal.start(NewOp::new("open").pre("workspace", pre))?;
+    if !sibling_made_it {
+        let (source, _) = fork_source(m).ok_or_else(|| {
+            TetherError::Refused(format!(
+                "{key} has no committed state to fork from: commit it first"
+            ))
+        })?;
+        let client = repo.client(m).await?;
+        let expected = match ws.pending_resets.get(key) {
+            Some(head) => Expected::At(Value::Object(head.clone())),
+            None => Expected::Absent,
+        };
+        let created = matches!(expected, Expected::Absent);
+        client
+            .fork(&source, &name, &expected)
+            .await
+            .map_err(|e| match e {
+                BackendError::RefMoved(detail) => TetherError::Refused(format!(
+                    "{key}: branch {name} moved since `tether new` reviewed it ({detail}); \
+                     run `tether new` again to decide with the head in view"
+                )),
+                BackendError::NotFound(detail) => TetherError::Refused(format!(
+                    "{key}: pin missing: cannot fork {name} ({detail}); `tether repair {key}` \
+                     recreates the pin while the store still has the state"
+                )),
+                other => TetherError::backend(key, other),
+            })?;
+        op.progress(json!({
+            "forked": key,
+            "ref": name,
+            "created": created,
+            "reset_from": ws.pending_resets.get(key),
+        }))?;
+    }
+    ws.pending_forks.remove(key);
+    ws.pending_resets.remove(key);
+    ws.working_refs.insert(key.to_string(), name.clone());
+    repo.save_workspace(&ws)?;
+    op.finish(json!({"summary": format!("forked {key}"), "working_refs": {key: &name}}))?;
+    Ok(Some(name))
+}
