@@ -14,6 +14,7 @@ mod output;
 mod plugin;
 mod promote;
 mod remove;
+mod restore;
 mod set;
 mod snapshot;
 mod status;
@@ -50,6 +51,8 @@ enum Command {
     Set(set::Args),
     /// Unregister an object (deletes its manifest only).
     Remove(remove::Args),
+    /// Reset objects' working branches to what a commit pinned, or to a native ref.
+    Restore(restore::Args),
     /// Each object's state against its manifest.
     Status(status::Args),
     /// Fingerprint objects now and cache their states.
@@ -100,6 +103,7 @@ pub fn main() -> ExitCode {
             Command::Add(args) => add::run(args).await,
             Command::Set(args) => set::run(args),
             Command::Remove(args) => remove::run(args),
+            Command::Restore(args) => restore::run(args).await,
             Command::Status(args) => status::run(args).await,
             Command::Snapshot(args) => snapshot::run(args).await,
             Command::Commit(args) => commit::run(args).await,

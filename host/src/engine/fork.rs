@@ -4,16 +4,16 @@
 //! fork ([`materialize_fork`]) and `promote` all go through here, so a branch
 //! is moved the same way whoever moves it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
 use super::error::{Result, TetherError};
-use super::repo::Repo;
+use super::repo::{Repo, content};
 use super::verify::pin_ref;
 use crate::model::{Manifest, WorkspaceState};
 use crate::oplog::NewOp;
-use crate::plugin::{BackendError, Expected, ObjectClient, Target};
+use crate::plugin::{BackendError, Descriptor, Expected, ObjectClient, Target};
 
 /// What a fork starts from: the commit's pin, or, for a `pin = "record"`
 /// object, its recorded state. `None`: the object was never committed.
@@ -207,4 +207,35 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     repo.save_workspace(&ws)?;
     op.finish(json!({"summary": format!("forked {key}"), "working_refs": {key: &name}}))?;
     Ok(Some(name))
+}
+
+/// A state's content (volatile keys removed) as canonical text: equal for
+/// the same data however the backend described it.
+pub fn content_key(state: &Value, descriptor: &Descriptor) -> String {
+    crate::model::canonical::to_string(&content_of(state, descriptor))
+}
+
+/// Every (key, [`content_key`]) some visible commit recorded: a branch head
+/// among them holds no write that a commit does not pin.
+pub fn committed_states(
+    repo: &Repo,
+    descriptors: &BTreeMap<String, Descriptor>,
+) -> Result<BTreeSet<(String, String)>> {
+    let mut out = BTreeSet::new();
+    for (_, manifests) in super::verify::history_manifests(repo)? {
+        for (k, m) in manifests {
+            if let (Some(state), Some(d)) = (&m.state, descriptors.get(&m.kind)) {
+                out.insert((k, content_key(&Value::Object(state.clone()), d)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A state with its volatile keys removed, for comparing two states.
+pub fn content_of(state: &Value, descriptor: &Descriptor) -> Value {
+    match state {
+        Value::Object(map) => Value::Object(content(map, descriptor)),
+        other => other.clone(),
+    }
 }

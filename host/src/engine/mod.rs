@@ -17,6 +17,7 @@ pub mod plugin_cmd;
 pub mod promote;
 pub mod remove;
 pub mod repo;
+pub mod restore;
 pub mod set;
 pub mod snapshot;
 pub mod status;

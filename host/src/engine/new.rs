@@ -31,7 +31,7 @@ use super::error::{Result, TetherError};
 use super::fork::{
     branch_head, expected_from_param, expected_param, fork_source, source_from_param, source_param,
 };
-use super::repo::{Repo, content};
+use super::repo::Repo;
 use crate::model::{Manifest, PinMode, WorkspaceState, ids, manifest};
 use crate::oplog::NewOp;
 use crate::plan::{Action, Plan, Precondition, Store, verb};
@@ -375,8 +375,8 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
         let scope_id = (m.kind.clone(), probe.scope.clone());
         if let Some((leader, leader_state)) = scopes.get(&scope_id) {
             let descriptor = &descriptors[&m.kind];
-            let same =
-                as_content(&source_state, descriptor) == as_content(leader_state, descriptor);
+            let same = super::fork::content_of(&source_state, descriptor)
+                == super::fork::content_of(leader_state, descriptor);
             p.push(if same {
                 Action {
                     verb: verb::SHARE.into(),
@@ -444,7 +444,10 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
                     ))
                 }
             }
-            Some(head) if as_content(head, descriptor) == as_content(&source_state, descriptor) => {
+            Some(head)
+                if super::fork::content_of(head, descriptor)
+                    == super::fork::content_of(&source_state, descriptor) =>
+            {
                 p.require(Precondition::RefHead {
                     key: (*k).clone(),
                     store: store.clone(),
@@ -459,13 +462,13 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
             }
             Some(head) => {
                 if committed.is_none() {
-                    committed = Some(committed_states(repo, descriptors.clone())?);
+                    committed = Some(super::fork::committed_states(repo, &descriptors)?);
                 }
                 let was_committed = committed.as_ref().is_some_and(|set| {
-                    set.contains(&((*k).clone(), content_key(head, descriptor)))
+                    set.contains(&((*k).clone(), super::fork::content_key(head, descriptor)))
                 }) || ws.base_states.get(*k).is_some_and(|b| {
-                    as_content(&Value::Object(b.clone()), descriptor)
-                        == as_content(head, descriptor)
+                    super::fork::content_of(&Value::Object(b.clone()), descriptor)
+                        == super::fork::content_of(head, descriptor)
                 });
                 let own = ws.working_refs.get(*k) == Some(&name);
                 if !was_committed && opts.shared && !opts.discard {
@@ -573,34 +576,6 @@ fn describe_source(source: &Target) -> String {
         Target::WorkingRef(r) => format!("branch {r}"),
         Target::Base => "the upstream branch".into(),
     }
-}
-
-fn as_content(state: &Value, descriptor: &crate::plugin::Descriptor) -> Value {
-    match state {
-        Value::Object(map) => Value::Object(content(map, descriptor)),
-        other => other.clone(),
-    }
-}
-
-fn content_key(state: &Value, descriptor: &crate::plugin::Descriptor) -> String {
-    crate::model::canonical::to_string(&as_content(state, descriptor))
-}
-
-/// Every (key, content state) some visible commit recorded: a branch head
-/// among them holds no write that a commit does not pin.
-fn committed_states(
-    repo: &Repo,
-    descriptors: BTreeMap<String, crate::plugin::Descriptor>,
-) -> Result<BTreeSet<(String, String)>> {
-    let mut out = BTreeSet::new();
-    for (_, manifests) in super::verify::history_manifests(repo)? {
-        for (k, m) in manifests {
-            if let (Some(state), Some(d)) = (&m.state, descriptors.get(&m.kind)) {
-                out.insert((k, content_key(&Value::Object(state.clone()), d)));
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Apply a `new` plan (fresh, or loaded with `--from-plan`).

@@ -23,11 +23,11 @@ use serde_json::{Map, Value, json};
 use super::checker::Checker;
 use super::error::{Result, TetherError};
 use super::fork::{branch_head, fork_source, source_from_param, source_param};
-use super::repo::{Repo, content};
+use super::repo::Repo;
 use crate::model::{Manifest, key, manifest};
 use crate::oplog::NewOp;
 use crate::plan::{Action, Plan, Precondition, Store, verb};
-use crate::plugin::{BackendError, Descriptor, Expected, Target, fan_out};
+use crate::plugin::{BackendError, Expected, Target, fan_out};
 use crate::vcs::CommitId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,13 +95,6 @@ struct Probe {
     branch: Option<Value>,
     /// Whether the base is an ancestor of (or is) the state to land.
     base_behind: Option<bool>,
-}
-
-fn state_content(state: &Value, d: &Descriptor) -> Value {
-    match state {
-        Value::Object(m) => Value::Object(content(m, d)),
-        other => other.clone(),
-    }
 }
 
 fn brief(state: &Value) -> String {
@@ -261,10 +254,10 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
                 .with_param("state", landing.clone())
                 .with_param("base", probe.base.clone())
         };
-        let landing_c = state_content(&landing, d);
-        let base_c = state_content(&probe.base, d);
+        let landing_c = super::fork::content_of(&landing, d);
+        let base_c = super::fork::content_of(&probe.base, d);
         if let (Some(branch), Some(r)) = (&probe.branch, ws.working_refs.get(k))
-            && state_content(branch, d) != landing_c
+            && super::fork::content_of(branch, d) != landing_c
         {
             outcomes.insert(
                 k.clone(),
@@ -285,7 +278,7 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
         let fork_point = ws
             .fork_points
             .get(k)
-            .map(|s| state_content(&Value::Object(s.clone()), d));
+            .map(|s| super::fork::content_of(&Value::Object(s.clone()), d));
         let unchanged = fork_point.as_ref() == Some(&base_c) || probe.base_behind == Some(true);
         let hint = if d.promote_hint.is_empty() {
             String::new()
