@@ -232,7 +232,7 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
             "--discard resets branches and --adopt takes them as they are: give one".into(),
         ));
     }
-    let mut ws = repo.workspace()?;
+    let ws = repo.workspace_for_plan()?;
     let dest = destination(repo, &ws, opts)?;
     let trunk = dest.bookmark.as_deref() == Some(repo.config.trunk.as_str());
     if opts.adopt && trunk {
@@ -270,9 +270,6 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
     p.context.insert("bookmark".into(), json!(dest.bookmark));
     p.context.insert("vcs".into(), dest.vcs.clone());
     p.context.insert("keep".into(), json!(opts.keep));
-    if ws.workspace_id.is_empty() {
-        ws = WorkspaceState::new();
-    }
     p.require(Precondition::WorkspaceId {
         expected: ws.workspace_id.clone(),
     });

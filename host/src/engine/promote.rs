@@ -103,7 +103,7 @@ fn brief(state: &Value) -> String {
 
 /// Decide what promote would do.
 pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
-    let ws = repo.workspace()?;
+    let ws = repo.workspace_for_plan()?;
     let Some(bookmark) = ws.bookmark.clone() else {
         return Err(TetherError::Refused(
             "this working copy is on no bookmark (read-only): `tether new NAME` to work on one, \
@@ -379,6 +379,7 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
     let merges = p.actions.iter().any(|a| a.verb == verb::MERGE);
     let trunk_moves = full && !hold_all && trunk_refusal.is_none() && !merges;
     p.context.insert("move_trunk".into(), json!(trunk_moves));
+    p.context.insert("full".into(), json!(full));
     if let Some(r) = &trunk_refusal {
         p.context.insert("trunk_held".into(), json!(r));
         p.note(r.clone());
@@ -543,7 +544,8 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
             }
             Err(e) => report.trunk_held = Some(e.to_string()),
         }
-    } else if move_trunk && report.trunk_held.is_none() {
+    } else if (move_trunk || ctx("full").as_bool().unwrap_or(false)) && report.trunk_held.is_none()
+    {
         report.trunk_held = Some(if report.merged.is_empty() {
             "not everything landed".into()
         } else {

@@ -170,6 +170,20 @@ impl Repo {
         Ok(WorkspaceState::read_or_new(&self.layout.workspace_file())?)
     }
 
+    /// The workspace state a plan binds to: a checkout with no
+    /// `workspace.toml` yet gets one now, so the id the plan records is the
+    /// id apply finds (spec/07: `--plan` first persists the id).
+    pub fn workspace_for_plan(&self) -> Result<WorkspaceState> {
+        match WorkspaceState::read(&self.layout.workspace_file())? {
+            Some(ws) => Ok(ws),
+            None => {
+                let ws = WorkspaceState::new();
+                self.save_workspace(&ws)?;
+                Ok(ws)
+            }
+        }
+    }
+
     pub fn save_workspace(&self, ws: &WorkspaceState) -> Result<()> {
         Ok(ws.write(&self.layout.workspace_file())?)
     }

@@ -78,7 +78,7 @@ pub async fn plan(repo: &Repo, opts: &RestoreOptions) -> Result<Plan> {
             "name the objects to restore: `tether restore KEY... --from REV`".into(),
         ));
     }
-    let ws = repo.workspace()?;
+    let ws = repo.workspace_for_plan()?;
     let Some(bookmark) = ws.bookmark.clone() else {
         return Err(TetherError::Refused(
             "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"

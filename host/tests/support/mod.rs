@@ -341,3 +341,71 @@ impl MemoryStore {
         std::fs::remove_file(self.ref_path("tags", name)).expect("the tag exists");
     }
 }
+
+// ---- Branching support: store branches and git worktrees -------------------
+
+impl MemoryStore {
+    /// The snapshot branch `name` holds, if it exists.
+    pub fn branch(&self, name: &str) -> Option<String> {
+        self.read_ref("branches", name)
+    }
+
+    /// Every branch, sorted.
+    pub fn branches(&self) -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(self.root.join("refs/branches"))
+            .map(|rd| {
+                rd.filter_map(|e| {
+                    let name = e.ok()?.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".json").map(str::to_string)
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// Write a new state on branch `name` (a child of its head), as a job
+    /// writing through a handle would. Returns the new snapshot id.
+    pub fn write_on(&self, name: &str, payload: Value, message: &str) -> String {
+        let head = self.branch(name).expect("the branch exists");
+        let id = self
+            .write_snapshot(&json!({"message": message, "parents": [head], "payload": payload}));
+        self.set_branch(name, &id);
+        id
+    }
+}
+
+impl Dataset {
+    /// The working branch tether names for `bookmark` in this dataset.
+    pub fn working_ref(&self, bookmark: &str) -> String {
+        format!("tether.ws.{}.{bookmark}", self.dataset_id())
+    }
+
+    /// Run `tether ARGS` in `dir`, require exit 0, return stdout.
+    pub fn ok_in(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.tether_in(dir, args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "tether {} (in {}) should succeed:\n{}",
+            args.join(" "),
+            dir.display(),
+            describe(&out)
+        );
+        stdout(&out)
+    }
+
+    /// Run `tether ARGS`, require exit `code`, return the output.
+    pub fn fails(&self, args: &[&str], code: i32) -> Output {
+        let out = self.tether(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "tether {} should exit {code}:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        out
+    }
+}

@@ -1,0 +1,439 @@
+//! End-to-end tests of spec/06 (branching and writing) and worked examples
+//! 2, 3 and 6 of spec/08, on git with the memory and file plugins: the real
+//! `tether` binary in temp repositories; what lands in the stores is read
+//! back from the stores' own files and what lands in git with the git CLI.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Dataset, MemoryStore, describe, stderr, stdout};
+
+/// A dataset with a memory store `img` and a directory `raw`, committed on
+/// the trunk.
+fn dataset() -> (Dataset, MemoryStore) {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    img.write(json!({"labels": "v1"}), "convert");
+    d.add_memory("img", &img);
+    std::fs::create_dir_all(d.data().join("raw")).unwrap();
+    std::fs::write(d.data().join("raw/a.txt"), "a").unwrap();
+    let raw = d.data().join("raw");
+    d.ok(&["add", "raw", "--kind", "file", raw.to_str().unwrap()]);
+    d.ok(&["commit", "-m", "adopt"]);
+    (d, img)
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+}
+
+fn pin_of(d: &Dataset, key: &str) -> String {
+    d.manifest(key)["pin"]["ref"]
+        .as_str()
+        .expect("pinned")
+        .to_string()
+}
+
+#[test]
+fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes() {
+    let (d, img) = dataset();
+    let main_head = img.head();
+    let trunk_commit = d.rev("main");
+    let wr = d.working_ref("relabel");
+
+    // `new` decides names and fork points and writes nothing.
+    let out = d.ok(&["new", "-b", "relabel"]);
+    assert!(out.contains("on bookmark relabel"), "{out}");
+    assert!(
+        out.contains(&format!("img -> {wr} (created on first writable open)")),
+        "{out}"
+    );
+    assert!(!out.contains("raw ->"), "files cannot fork: {out}");
+    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "relabel");
+    assert_eq!(
+        img.branch(&wr),
+        None,
+        "lazy: no branch before the first write"
+    );
+
+    // A read-only open reads at the pin; the first writable open forks.
+    let ro = json_of(&d.ok(&["open", "img", "--read-only", "--json"]));
+    assert_eq!(ro["read_only"], true);
+    assert_eq!(img.branch(&wr), None);
+    let w = json_of(&d.ok(&["open", "img", "--json"]));
+    assert_eq!(w["read_only"], false);
+    assert!(w["address"].as_str().unwrap().ends_with(&format!("#{wr}")));
+    assert_eq!(img.branch(&wr).as_deref(), Some(main_head.as_str()));
+    let ws = std::fs::read_to_string(d.root().join(".tether/workspace.toml")).unwrap();
+    assert!(
+        !ws.contains("[pending_forks]"),
+        "the fork moved to working_refs:\n{ws}"
+    );
+
+    // Write through the handle; main in the store is untouched.
+    let relabeled = img.write_on(&wr, json!({"labels": "v3"}), "relabel");
+    let status = d.ok(&["status", "--snapshot"]);
+    assert!(
+        status.contains("modified img [memory/forkable]"),
+        "{status}"
+    );
+    assert!(status.contains("clean raw [file/observed]"), "{status}");
+    assert!(status.contains("on bookmark relabel"), "{status}");
+    let out = d.ok(&["commit", "-m", "Relabel with model v3"]);
+    let pin = pin_of(&d, "img");
+    assert!(out.contains(&format!("pinned img -> {pin}")), "{out}");
+    assert_eq!(img.tag(&pin).as_deref(), Some(relabeled.as_str()));
+    assert_eq!(img.head(), main_head, "main in the store did not move");
+    assert_eq!(
+        d.rev("main"),
+        trunk_commit,
+        "the trunk bookmark did not move"
+    );
+    let bookmark_commit = d.rev("relabel");
+
+    // Promote: a preview first (exit 0), then the landing.
+    let plan = d.ok(&["promote", "--dry-run"]);
+    assert!(plan.contains("fast-forward img [memory] main"), "{plan}");
+    assert!(plan.contains("raw: not forkable"), "{plan}");
+    assert_eq!(img.head(), main_head, "a dry run moves nothing");
+    let report = json_of(&d.ok(&["promote", "--json"]));
+    assert_eq!(
+        report["fast_forwarded"]["img"],
+        json!({"snapshot_id": relabeled})
+    );
+    assert_eq!(report["trunk_moved"], json!(bookmark_commit));
+    assert_eq!(img.head(), relabeled);
+    assert_eq!(d.rev("main"), bookmark_commit);
+    let ops = d.ok(&["ops"]);
+    for command in ["promote", "commit", "open", "new"] {
+        assert!(ops.contains(&format!("  {command}  ")), "{ops}");
+    }
+}
+
+#[test]
+fn eager_new_forks_now_and_a_rerun_reuses() {
+    let (d, img) = dataset();
+    let wr = d.working_ref("try");
+    let out = d.ok(&["new", "-b", "try", "--eager", "--json"]);
+    let r = json_of(&out);
+    assert_eq!(r["bookmark"], "try");
+    assert_eq!(r["working_refs"]["img"], json!(wr));
+    assert_eq!(r["pending_forks"], json!({}));
+    assert_eq!(r["fork_points"]["img"], json!({"snapshot_id": img.head()}));
+    assert_eq!(img.branch(&wr), Some(img.head()));
+
+    let plan = d.ok(&["new", "--dry-run"]);
+    assert!(plan.contains("reuse img"), "already at the pin: {plan}");
+    d.ok(&["new"]);
+    assert_eq!(img.branch(&wr), Some(img.head()));
+}
+
+#[test]
+fn unpinned_writes_stop_new_until_commit_or_discard() {
+    let (d, img) = dataset();
+    let wr = d.working_ref("scratch");
+    d.ok(&["new", "-b", "scratch", "--eager"]);
+    img.write_on(&wr, json!({"labels": "tmp"}), "scratch work");
+    let before = d.written();
+    let out = d.fails(&["new"], 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("refusing to reset working branches with unpinned writes"),
+        "{err}"
+    );
+    assert!(err.contains("this workspace's own"), "{err}");
+    assert!(err.contains("--discard"), "{err}");
+    assert_eq!(d.written(), before, "a refused new writes nothing");
+
+    d.ok(&["new", "--discard", "--eager"]);
+    assert_eq!(img.branch(&wr), Some(img.head()), "reset onto the pin");
+
+    // Committed writes are safe to reset: re-forking needs no --discard.
+    let w = img.write_on(&wr, json!({"labels": "kept"}), "kept work");
+    d.ok(&["commit", "-m", "keep it"]);
+    assert_eq!(img.tag(&pin_of(&d, "img")).as_deref(), Some(w.as_str()));
+    d.ok(&["new"]);
+}
+
+#[test]
+fn a_pin_record_object_forks_at_new_unless_deferred() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["set", "img", "--pin", "record"]);
+    d.ok(&["commit", "-m", "adopt"]);
+    let wr = d.working_ref("sweep");
+    let plan = d.ok(&["new", "-b", "sweep", "--dry-run"]);
+    assert!(plan.contains("fork img"), "record objects fork now: {plan}");
+    let plan = d.ok(&["new", "-b", "sweep", "--defer-record", "--dry-run"]);
+    assert!(plan.contains("defer-fork img"), "{plan}");
+    d.ok(&["new", "-b", "sweep"]);
+    assert_eq!(img.branch(&wr), Some(img.head()));
+}
+
+#[test]
+fn promote_holds_the_bookmark_whole_and_lands_a_named_subset() {
+    let d = Dataset::init();
+    let a = d.memory_store("a");
+    let b = d.memory_store("b");
+    d.add_memory("a", &a);
+    d.add_memory("b", &b);
+    d.ok(&["commit", "-m", "adopt"]);
+    let trunk = d.rev("main");
+    let wr = d.working_ref("feature");
+    d.ok(&["new", "-b", "feature", "--eager"]);
+    let a_new = a.write_on(&wr, json!({"x": 1}), "a on the fork");
+    b.write_on(&wr, json!({"y": 1}), "b on the fork");
+    d.ok(&["commit", "-m", "work"]);
+    // Upstream b moves meanwhile: only a merge can land it, and ff refuses those.
+    let b_upstream = b.write(json!({"z": 1}), "upstream moved");
+
+    let plan = d.ok(&["promote", "--strategy", "ff", "--dry-run"]);
+    assert!(plan.contains("hold a [memory]"), "{plan}");
+    assert!(plan.contains("refuse b [memory]"), "{plan}");
+    let out = d.fails(&["promote", "--strategy", "ff", "--json"], 1);
+    let r = json_of(&stdout(&out));
+    assert!(r["held"]["a"].as_str().unwrap().contains("planned whole"));
+    assert!(
+        r["refused"]["b"]
+            .as_str()
+            .unwrap()
+            .contains("--strategy ff")
+    );
+    assert_eq!(r["trunk_moved"], Value::Null);
+    assert_ne!(a.head(), a_new, "nothing moved");
+    assert_eq!(b.head(), b_upstream);
+
+    // Naming the keys lands a subset on purpose; the trunk bookmark stays.
+    let r = json_of(&d.ok(&["promote", "a", "--strategy", "ff", "--json"]));
+    assert_eq!(r["fast_forwarded"]["a"], json!({"snapshot_id": a_new}));
+    assert_eq!(r["trunk_moved"], Value::Null);
+    assert_eq!(a.head(), a_new);
+    assert_eq!(d.rev("main"), trunk);
+}
+
+#[test]
+fn a_merge_resets_the_branch_then_commit_and_promote_move_the_trunk() {
+    let (d, img) = dataset();
+    let wr = d.working_ref("merge-me");
+    d.ok(&["new", "-b", "merge-me", "--eager"]);
+    img.write_on(&wr, json!({"labels": "v3"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    img.write(
+        json!({"labels": "v1", "notes": "upstream"}),
+        "upstream note",
+    );
+
+    let r = json_of(&d.ok(&["promote", "--json"]));
+    let merged = r["merged"]["img"]["snapshot_id"]
+        .as_str()
+        .expect("merged")
+        .to_string();
+    assert_eq!(img.head(), merged);
+    assert_eq!(r["trunk_moved"], Value::Null);
+    assert!(r["trunk_held"].as_str().unwrap().contains("commit"));
+    assert_eq!(
+        img.branch(&wr).as_deref(),
+        Some(merged.as_str()),
+        "the branch follows the merge"
+    );
+    let status = d.ok(&["status", "--snapshot"]);
+    assert!(status.contains("modified img"), "{status}");
+    d.ok(&["commit", "-m", "Merge into main"]);
+    let r = json_of(&d.ok(&["promote", "--json"]));
+    assert_eq!(r["trunk_moved"], json!(d.rev("merge-me")));
+    assert_eq!(d.rev("main"), d.rev("merge-me"));
+}
+
+#[test]
+fn a_bookmark_moved_by_hand_makes_the_working_copy_stale() {
+    let (d, img) = dataset();
+    let wr = d.working_ref("stale");
+    d.ok(&["new", "-b", "stale", "--eager"]);
+    img.write_on(&wr, json!({"labels": "one"}), "one");
+    d.ok(&["commit", "-m", "one"]);
+    let status = d.ok(&["status"]);
+    assert!(
+        !status.contains("STALE"),
+        "own commits never make you stale"
+    );
+
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let status = d.ok(&["status"]);
+    assert!(status.contains("(STALE: img)"), "{status}");
+    let j = json_of(&d.ok(&["status", "--json"]));
+    assert_eq!(j["stale"], true);
+    assert_eq!(j["stale_keys"], json!(["img"]));
+    let err = stderr(&d.fails(&["open", "img"], 1));
+    assert!(err.contains("working copy is stale"), "{err}");
+    assert!(err.contains("tether new"), "{err}");
+    d.ok(&["open", "img", "--read-only"]);
+    let err = stderr(&d.fails(&["commit", "-m", "x"], 1));
+    assert!(err.contains("working copy is stale"), "{err}");
+
+    // The branch holds what this workspace last committed (its pin is a
+    // tag), so `new` may reset it: on the first writable open, lazily.
+    let plan = d.ok(&["new", "--dry-run"]);
+    assert!(plan.contains("reset onto pin"), "{plan}");
+    d.ok(&["new"]);
+    assert!(!d.ok(&["status"]).contains("STALE"));
+    d.ok(&["open", "img"]);
+    assert_eq!(img.branch(&wr), Some(img.head()));
+}
+
+#[test]
+fn new_rev_without_a_bookmark_is_read_only_on_a_parking_branch() {
+    let (d, img) = dataset();
+    let first = d.rev("HEAD");
+    img.write(json!({"labels": "v2"}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+    let out = d.ok(&["new", &first]);
+    assert!(out.contains("read-only"), "{out}");
+    let branch = d.git(&["branch", "--show-current"]);
+    assert_eq!(branch.trim(), format!("tether/{}", &first[..12]));
+    assert!(d.ok(&["status"]).contains("on no bookmark: read-only"));
+    let err = stderr(&d.fails(&["open", "img", "--writable"], 1));
+    assert!(err.contains("read-only"), "{err}");
+    d.fails(&["commit", "-m", "x"], 1);
+    d.ok(&["new", "main"]);
+    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
+}
+
+#[test]
+fn new_and_promote_plans_apply_once_and_go_stale() {
+    let (d, img) = dataset();
+    let plan = d.tmp().join("new.json");
+    d.ok(&[
+        "new",
+        "-b",
+        "planned",
+        "--eager",
+        "--plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
+    d.ok(&["new", "--from-plan", plan.to_str().unwrap()]);
+    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "planned");
+    let wr = d.working_ref("planned");
+    assert_eq!(img.branch(&wr), Some(img.head()));
+
+    img.write_on(&wr, json!({"labels": "p"}), "p");
+    d.ok(&["commit", "-m", "p"]);
+    let trunk = d.rev("main");
+    let saved = d.tmp().join("promote.json");
+    d.ok(&["promote", "--plan", saved.to_str().unwrap()]);
+    let head = img.write(json!({"labels": "upstream"}), "moved under the plan");
+    let out = d.fails(&["promote", "--from-plan", saved.to_str().unwrap()], 1);
+    assert!(stderr(&out).contains("stale"), "{}", describe(&out));
+    assert_eq!(img.head(), head, "a stale plan moves nothing");
+    assert_eq!(d.rev("main"), trunk, "nor the trunk");
+}
+
+#[test]
+fn restore_resets_one_branch_from_a_commit_or_a_native_ref() {
+    let (d, img) = dataset();
+    let first = d.rev("HEAD");
+    let v1 = img.head();
+    d.ok(&["new", "-b", "sweep", "--eager"]);
+    let wr = d.working_ref("sweep");
+    let v2 = img.write_on(&wr, json!({"labels": "v2"}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+
+    let r = json_of(&d.ok(&["restore", "img", "--from", &first, "--json"]));
+    assert_eq!(r["from"], json!(first));
+    assert_eq!(r["working_refs"]["img"], json!(wr));
+    assert_eq!(img.branch(&wr), Some(v1.clone()));
+    assert!(d.ok(&["status", "--snapshot"]).contains("modified img"));
+
+    // The branch now holds a state this bookmark's commit does not pin... but
+    // an older commit does, so going back needs no --discard.
+    d.ok(&["restore", "img", "--from", "HEAD"]);
+    assert_eq!(img.branch(&wr), Some(v2.clone()));
+    // Writes nobody committed are refused without --discard.
+    img.write_on(&wr, json!({"labels": "scratch"}), "scratch");
+    let err = stderr(&d.fails(&["restore", "img", "--from", "HEAD"], 1));
+    assert!(err.contains("--discard"), "{err}");
+    d.ok(&["restore", "img", "--at", "main", "--discard"]);
+    assert_eq!(img.branch(&wr), Some(v1));
+
+    let err = stderr(&d.fails(&["restore", "img", "--at", " "], 1));
+    assert!(err.contains("empty"), "{err}");
+    let err = stderr(&d.fails(&["restore", "raw", "--from", "HEAD"], 1));
+    assert!(err.contains("cannot fork"), "{err}");
+    d.ok(&["new", "main"]);
+    let err = stderr(&d.fails(&["restore", "img", "--at", "main"], 1));
+    assert!(err.contains("trunk"), "{err}");
+}
+
+#[test]
+fn a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes() {
+    let d = Dataset::init();
+    let a = d.memory_store("a");
+    let b = d.memory_store("b");
+    d.add_memory("a", &a);
+    d.add_memory("b", &b);
+    d.ok(&["commit", "-m", "adopt"]);
+    let b_pin = pin_of(&d, "b");
+    let b_tag = std::fs::read(b.root.join(format!("refs/tags/{b_pin}.json"))).unwrap();
+    b.delete_tag(&b_pin);
+    let wr = d.working_ref("x");
+    let out = d.tether(&["new", "-b", "x", "--eager"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("b: the fork failed"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(a.branch(&wr), Some(a.head()), "a's branch stays");
+    assert_eq!(b.branch(&wr), None);
+
+    std::fs::write(b.root.join(format!("refs/tags/{b_pin}.json")), b_tag).unwrap();
+    let plan = d.ok(&["new", "--eager", "--dry-run"]);
+    assert!(plan.contains("reuse a"), "{plan}");
+    assert!(plan.contains("fork b"), "{plan}");
+    d.ok(&["new", "--eager"]);
+    assert_eq!(b.branch(&wr), Some(b.head()));
+}
+
+/// Worked example 3: two candidates on two bookmarks from two git worktrees;
+/// land A, B untouched.
+#[test]
+fn two_worktrees_two_bookmarks_keep_one() {
+    let (d, img) = dataset();
+    let fork_point = img.head();
+    let b_dir = d.tmp().join("analysis-b");
+    d.git(&["worktree", "add", "-q", "--detach", b_dir.to_str().unwrap()]);
+    d.ok(&["new", "-b", "a"]);
+    d.ok_in(&b_dir, &["new", "-b", "b"]);
+    let (wa, wb) = (d.working_ref("a"), d.working_ref("b"));
+
+    d.ok(&["open", "img"]);
+    let a_state = img.write_on(&wa, json!({"labels": "A"}), "label A");
+    d.ok(&["commit", "-m", "A"]);
+    d.ok_in(&b_dir, &["open", "img"]);
+    let b_state = img.write_on(&wb, json!({"labels": "B"}), "label B");
+    d.ok_in(&b_dir, &["commit", "-m", "B"]);
+    assert_eq!(
+        img.payload(&img.branch(&wa).unwrap()),
+        json!({"labels": "A"})
+    );
+    assert_eq!(
+        img.payload(&img.branch(&wb).unwrap()),
+        json!({"labels": "B"})
+    );
+
+    // B cannot join A's bookmark while A works on it.
+    let out = d.tether_in(&b_dir, &["new", "a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stderr(&out).contains("--shared"), "{}", describe(&out));
+
+    let diff = d.ok(&["diff", "b", "a", "--content"]);
+    assert!(diff.contains("img"), "{diff}");
+
+    let r = json_of(&d.ok(&["promote", "--json"]));
+    assert_eq!(r["fast_forwarded"]["img"], json!({"snapshot_id": a_state}));
+    assert_eq!(d.rev("main"), d.rev("a"));
+    assert_eq!(img.head(), a_state);
+    assert_eq!(img.branch(&wb), Some(b_state), "B is untouched");
+    assert_ne!(fork_point, a_state);
+}
