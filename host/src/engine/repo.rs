@@ -349,6 +349,13 @@ impl Repo {
             .collect()
     }
 
+    /// Create the working branch `new` deferred for `key` now, as the first
+    /// writable open would (pre-creating branches for a job). Returns the
+    /// working ref, or `None` when the object has none on this bookmark.
+    pub async fn materialize_fork(&self, key: &str) -> Result<Option<String>> {
+        super::fork::materialize_fork(self, key).await
+    }
+
     /// The working ref of `key` in this checkout (`None`: the base branch).
     pub fn working_ref(ws: &WorkspaceState, key: &str) -> Option<String> {
         ws.working_refs.get(key).cloned()
