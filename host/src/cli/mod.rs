@@ -5,6 +5,7 @@ mod add;
 mod backends;
 mod commit;
 mod diff;
+mod gc;
 mod init;
 mod log;
 mod new;
@@ -69,6 +70,8 @@ enum Command {
     Diff(diff::Args),
     /// List an object's native history, newest first.
     Log(log::Args),
+    /// Release pins and branches history no longer names (a dry run by default).
+    Gc(gc::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
     /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
             Command::Verify(args) => verify::run(args).await,
             Command::Diff(args) => diff::run(args).await,
             Command::Log(args) => log::run(args).await,
+            Command::Gc(args) => gc::run(args).await,
             Command::Ops(args) => ops::run(args).await,
             Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,

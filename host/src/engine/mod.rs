@@ -4,10 +4,12 @@
 pub mod add;
 pub mod backends;
 mod checker;
+pub mod checkouts;
 pub mod commit;
 pub mod diff;
 pub mod error;
 pub mod fork;
+pub mod gc;
 pub mod init;
 pub mod log;
 pub mod new;

@@ -192,31 +192,6 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
     }
 }
 
-/// The other live checkouts of this repository that work on `bookmark`
-/// (their paths), read from their own `workspace.toml`.
-pub fn holders(repo: &Repo, bookmark: &str) -> Result<Vec<(String, String)>> {
-    let rel = repo
-        .root()
-        .strip_prefix(repo.vcs.root())
-        .map(|p| p.to_path_buf())
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    for w in repo.vcs.worktrees()? {
-        if w.is_current || !w.exists {
-            continue;
-        }
-        let file = w.path.join(&rel).join(".tether").join("workspace.toml");
-        match WorkspaceState::read(&file) {
-            Ok(Some(other)) if other.bookmark.as_deref() == Some(bookmark) => {
-                out.push((w.path.display().to_string(), other.workspace_id.clone()));
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("skipping the checkout at {}: {e}", w.path.display()),
-        }
-    }
-    Ok(out)
-}
-
 /// What one object's store says about its bookmark branch.
 struct Probe {
     scope: String,
@@ -243,7 +218,7 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
         ));
     }
     if let Some(b) = dest.bookmark.as_deref().filter(|_| !trunk) {
-        let held = holders(repo, b)?;
+        let held = super::checkouts::holders(&super::checkouts::live(repo)?, b);
         if !held.is_empty() && !opts.shared {
             let (path, id) = &held[0];
             return Err(TetherError::Refused(format!(

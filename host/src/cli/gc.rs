@@ -1,0 +1,119 @@
+//! `tether gc [--dry-run | --no-dry-run] [--release-foreign]
+//! [--prune-bookmarks [--keep-bookmark NAME]... [--force-prune]]
+//! [--plan FILE | --from-plan FILE]`: a dry run unless told otherwise.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::output::{Exit, preview_plan, print_json};
+use crate::engine::Repo;
+use crate::engine::gc::{self, GcOptions, GcReport};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Show the plan only (the default).
+    #[arg(long, conflicts_with = "no_dry_run")]
+    dry_run: bool,
+    /// Apply the plan.
+    #[arg(long)]
+    no_dry_run: bool,
+    /// Also release unreferenced pins this clone did not create.
+    #[arg(long)]
+    release_foreign: bool,
+    /// Judge the tether.ws.* branches of bookmarks that are gone.
+    #[arg(long)]
+    prune_bookmarks: bool,
+    /// A bookmark that exists elsewhere (another machine): keep its branches.
+    #[arg(long, value_name = "NAME", requires = "prune_bookmarks")]
+    keep_bookmark: Vec<String>,
+    /// Delete branches with unpinned writes too (data lost).
+    #[arg(long, requires = "prune_bookmarks")]
+    force_prune: bool,
+    /// Write the plan to FILE.
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    plan: Option<PathBuf>,
+    /// Apply a plan saved with --plan.
+    #[arg(long, value_name = "PATH", conflicts_with = "dry_run")]
+    from_plan: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let plan = match &args.from_plan {
+        Some(path) => gc::load_plan(path)?,
+        None => {
+            let opts = GcOptions {
+                release_foreign: args.release_foreign,
+                prune_bookmarks: args.prune_bookmarks,
+                keep_bookmarks: args.keep_bookmark.clone(),
+                force_prune: args.force_prune,
+            };
+            let plan = gc::plan(&repo, &opts).await?;
+            if !args.no_dry_run || args.plan.is_some() {
+                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+                if !args.json && args.plan.is_none() && !plan.is_empty() {
+                    println!("(not applied; `tether gc --no-dry-run` applies it)");
+                }
+                return Ok(Exit::Ok);
+            }
+            plan
+        }
+    };
+    let report = gc::apply(&repo, &plan).await?;
+    print_report(&report, args.json)?;
+    Ok(
+        match (report.failed.is_empty(), report.applied_anything()) {
+            (true, _) => Exit::Ok,
+            (false, true) => Exit::Partial,
+            (false, false) => Exit::Failed,
+        },
+    )
+}
+
+/// The human report after applying (shared with `drop` and `abandon`).
+pub fn print_report(r: &GcReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let unpinned: usize = r.unpinned.values().map(Vec::len).sum();
+    if unpinned > 0 {
+        println!("unpinned {unpinned} pin(s)");
+        for (kind, ids) in &r.unpinned {
+            for id in ids {
+                println!("  {kind}: {id}");
+            }
+        }
+    }
+    for (key, refs) in &r.deleted_working_refs {
+        for reference in refs {
+            println!("deleted branch {reference} ({key})");
+        }
+    }
+    for (key, refs) in &r.kept_working_refs {
+        for reference in refs {
+            println!("kept branch {reference} ({key})");
+        }
+    }
+    for (kind, ids) in &r.kept_pins {
+        for id in ids {
+            println!("kept pin {kind}: {id} (not created by this clone)");
+        }
+    }
+    for (key, refs) in &r.forgotten_working_refs {
+        println!("forgot {key}'s working ref {}", refs.join(", "));
+    }
+    if !r.deleted_listings.is_empty() {
+        println!("deleted {} orphan listing(s)", r.deleted_listings.len());
+    }
+    for (target, e) in &r.failed {
+        eprintln!("FAILED {target}: {e}");
+    }
+    if !r.applied_anything() && r.failed.is_empty() {
+        println!("nothing to release");
+    }
+    Ok(())
+}
