@@ -1,10 +1,13 @@
 //! The command line: parse, call the engine, print. One file per command;
 //! `output` holds what every command shares (JSON vs text, errors, exit codes).
 
+mod abandon;
 mod add;
 mod backends;
 mod commit;
 mod diff;
+mod drop;
+mod forget_workspace;
 mod gc;
 mod init;
 mod log;
@@ -72,6 +75,12 @@ enum Command {
     Log(log::Args),
     /// Release pins and branches history no longer names (a dry run by default).
     Gc(gc::Args),
+    /// Drop commits from a line you keep, then plan gc for what only they pinned.
+    Abandon(abandon::Args),
+    /// Throw a bookmark away: its commits, its branches, what only they pinned (dry run by default).
+    Drop(drop::Args),
+    /// Retire a checkout (git worktree remove) and its tether state; no store branch is touched.
+    ForgetWorkspace(forget_workspace::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
     /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
@@ -116,6 +125,9 @@ pub fn main() -> ExitCode {
             Command::Diff(args) => diff::run(args).await,
             Command::Log(args) => log::run(args).await,
             Command::Gc(args) => gc::run(args).await,
+            Command::Abandon(args) => abandon::run(args).await,
+            Command::Drop(args) => drop::run(args).await,
+            Command::ForgetWorkspace(args) => forget_workspace::run(args).await,
             Command::Ops(args) => ops::run(args).await,
             Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,

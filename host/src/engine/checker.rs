@@ -87,6 +87,16 @@ impl PreconditionChecker for Checker<'_> {
         self.fingerprint(store, r#ref)
     }
 
+    fn bookmark_holders(&mut self, bookmark: &str) -> Result<Vec<String>, String> {
+        let checkouts = super::checkouts::live(self.repo).map_err(|e| e.to_string())?;
+        Ok(checkouts
+            .iter()
+            .filter_map(|c| c.workspace.as_ref())
+            .filter(|w| w.bookmark.as_deref() == Some(bookmark))
+            .map(|w| w.workspace_id.clone())
+            .collect())
+    }
+
     fn ref_present(&mut self, _key: &str, store: &Store, r#ref: &str) -> Result<bool, String> {
         if self.fingerprint(store, r#ref)?.is_none() {
             return Ok(false);

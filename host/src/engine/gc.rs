@@ -124,6 +124,16 @@ async fn references(
             sources.push((k, m, false, dropped));
         }
     }
+    // Dropped commits the history walk no longer sees (`drop` deleted the
+    // bookmark first): their states still decide drop's own branch rule.
+    let seen: BTreeSet<String> = sources_commits(repo)?;
+    for c in &without.commits {
+        if !seen.contains(c) {
+            for (k, m) in repo.manifests_at(&CommitId::new(c.clone()))? {
+                sources.push((k, m, false, true));
+            }
+        }
+    }
     for c in checkouts {
         for (k, m) in &c.manifests {
             sources.push((k.clone(), m.clone(), true, false));
@@ -139,7 +149,13 @@ async fn references(
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            // Only the pins it set out to create (an unfinished drop's planned
+            // unpins are not references).
             for a in actions {
+                let op = a.get("op").and_then(Value::as_str).unwrap_or_default();
+                if !matches!(op, verb::PIN | verb::REPIN) {
+                    continue;
+                }
                 if let Some(id) = a.pointer("/params/pin_id").and_then(Value::as_str) {
                     pins.insert(id.to_string());
                 }
@@ -239,6 +255,16 @@ async fn references(
         ));
     }
     Ok(refs)
+}
+
+/// The ids of every visible commit.
+fn sources_commits(repo: &Repo) -> Result<BTreeSet<String>> {
+    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+    let mut out = BTreeSet::new();
+    for c in repo.vcs.history(&prefix)? {
+        out.insert(c?.id.to_string());
+    }
+    Ok(out)
 }
 
 /// Seed `tether-pinned.jsonl` from every live checkout's op log the first
@@ -352,10 +378,17 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
         live.remove(b);
     }
     let live_slugs: BTreeSet<String> = live.iter().map(|b| ids::bookmark_slug(b)).collect();
+    // Branches a live checkout works through; a dropped bookmark's are judged.
     let in_use: BTreeSet<String> = checkouts
         .iter()
         .filter_map(|c| c.workspace.as_ref())
         .flat_map(|w| w.working_refs.values().chain(w.pending_forks.values()))
+        .filter(|r| {
+            without
+                .bookmark
+                .as_ref()
+                .is_none_or(|b| !ids::working_ref_is_for(r, &dataset, b))
+        })
         .cloned()
         .collect();
 
@@ -480,12 +513,12 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
             let base_ck = inv.base.as_ref().map(|b| content_key(b, d));
             let verdict: std::result::Result<&str, String> = if let Some(b) = blocker {
                 Err(format!("cannot be deleted: {b}"))
+            } else if base_ck.as_deref() == Some(ck.as_str()) {
+                Ok("nothing was ever written")
             } else if has(&refs.pinned_states) {
                 Ok("head is pinned")
             } else if without.bookmark.is_some() && has(&refs.dropped_states) {
                 Ok("head is a state a dropped commit pinned")
-            } else if base_ck.as_deref() == Some(ck.as_str()) {
-                Ok("nothing was ever written")
             } else if d.has("BRANCH_IS_STORAGE") {
                 Err("branch is storage; deleting reclaims its data".into())
             } else if has(&refs.recorded_states) {

@@ -1,13 +1,16 @@
 //! The engine: what each command decides, one module per operation. The CLI
 //! calls in here and prints what comes back; nothing here prints.
 
+pub mod abandon;
 pub mod add;
 pub mod backends;
 mod checker;
 pub mod checkouts;
 pub mod commit;
 pub mod diff;
+pub mod drop;
 pub mod error;
+pub mod forget_workspace;
 pub mod fork;
 pub mod gc;
 pub mod init;

@@ -552,6 +552,11 @@ fn describe_source(source: &Target) -> String {
 
 /// Apply a `new` plan (fresh, or loaded with `--from-plan`).
 pub async fn apply(repo: &Repo, plan: &Plan) -> Result<NewReport> {
+    apply_as(repo, plan, None).await
+}
+
+/// Apply a `new` plan, journaled as a step of `parent` (a `drop`) when given.
+pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<NewReport> {
     let refusals: Vec<String> = plan
         .actions
         .iter()
@@ -590,19 +595,18 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<NewReport> {
         .unwrap_or(false);
 
     let journal = repo.journal()?;
-    let mut op = journal.start(
-        NewOp::new("new")
-            .plan(plan)
-            .pre("workspace", old_ws.to_json())
-            .pre(
-                "vcs",
-                json!({
-                    "branch": head.bookmark(),
-                    "parked": matches!(head, HeadState::Parked { .. }),
-                    "commit": head.commit().map(|c| c.to_string()),
-                }),
-            ),
-    )?;
+    let mut new_op = NewOp::new("new");
+    if let Some(parent) = parent {
+        new_op = new_op.parent(parent);
+    }
+    let mut op = journal.start(new_op.plan(plan).pre("workspace", old_ws.to_json()).pre(
+        "vcs",
+        json!({
+            "branch": head.bookmark(),
+            "parked": matches!(head, HeadState::Parked { .. }),
+            "commit": head.commit().map(|c| c.to_string()),
+        }),
+    ))?;
 
     // The VCS first: a refused switch (local changes) leaves the stores alone.
     let mut report = NewReport {

@@ -978,6 +978,214 @@ impl Vcs for GitVcs {
             .map_err(VcsError::git(format!("resetting to {to}")))
     }
 
+    fn exclusive_commits(&self, name: &str) -> Result<(Vec<CommitId>, Vec<String>)> {
+        let worktrees = {
+            let repo = self.lock();
+            self.worktree_list(&repo)?
+        };
+        let repo = self.lock();
+        let own = format!("refs/heads/{name}");
+        let head = repo
+            .find_reference(&own)
+            .ok()
+            .and_then(|r| r.target())
+            .ok_or_else(|| VcsError::UnknownBranch {
+                name: name.to_owned(),
+            })?;
+        let mut walk = repo.revwalk().map_err(VcsError::git("walking history"))?;
+        walk.push(head).map_err(VcsError::git("walking history"))?;
+        let mut keepers = Vec::new();
+        let refs = repo.references().map_err(VcsError::git("listing refs"))?;
+        for r in refs.flatten() {
+            let Ok(refname) = r.name().map(str::to_owned) else {
+                continue;
+            };
+            if refname == own
+                || !(refname.starts_with("refs/heads/") || refname.starts_with("refs/tags/"))
+            {
+                continue;
+            }
+            if let Ok(c) = r.peel_to_commit() {
+                walk.hide(c.id())
+                    .map_err(VcsError::git("walking history"))?;
+                if repo.graph_descendant_of(c.id(), head).unwrap_or(false) || c.id() == head {
+                    keepers.push(refname);
+                }
+            }
+        }
+        for w in worktrees
+            .iter()
+            .filter(|w| w.exists && w.branch.as_deref() != Some(name))
+        {
+            if let Some(h) = &w.head
+                && let Ok(oid) = Oid::from_str(h.as_str())
+            {
+                walk.hide(oid).map_err(VcsError::git("walking history"))?;
+            }
+        }
+        let mut out = Vec::new();
+        for oid in walk {
+            let oid = oid.map_err(VcsError::git("walking history"))?;
+            out.push(CommitId::new(oid.to_string()));
+        }
+        Ok((out, keepers))
+    }
+
+    fn drop_commits(
+        &self,
+        commits: &[CommitId],
+        exact_prefix: &str,
+    ) -> Result<Vec<(CommitId, CommitId)>> {
+        let prefix = normalize_prefix(exact_prefix)?;
+        let repo = self.lock();
+        let head_ref = repo.head().map_err(VcsError::git("reading HEAD"))?;
+        let Some(branch) = head_ref
+            .name()
+            .ok()
+            .filter(|n| n.starts_with("refs/heads/"))
+        else {
+            return Err(VcsError::CannotAbandon {
+                what: "commits".into(),
+                why: "HEAD is not on a branch: check out the branch whose line they are on".into(),
+            });
+        };
+        let branch = branch.to_string();
+        let head = head_ref
+            .peel_to_commit()
+            .map_err(VcsError::git("reading HEAD"))?;
+        let mut drop: std::collections::HashSet<Oid> = std::collections::HashSet::new();
+        for c in commits {
+            drop.insert(find_commit(&repo, c)?.id());
+        }
+        // Walk the first-parent line back past the oldest commit to drop.
+        let mut chain = Vec::new();
+        let mut remaining = drop.clone();
+        let mut cursor = head.clone();
+        let base = loop {
+            if cursor.parent_count() > 1 {
+                return Err(VcsError::CannotAbandon {
+                    what: cursor.id().to_string(),
+                    why: "a merge commit lies between it and HEAD; abandon works on a linear line"
+                        .into(),
+                });
+            }
+            let is_drop = drop.contains(&cursor.id());
+            remaining.remove(&cursor.id());
+            chain.push(cursor.clone());
+            if is_drop && remaining.is_empty() {
+                // The oldest commit to drop: its parent is where the line resumes.
+                break cursor.parent(0).map_err(|_| VcsError::CannotAbandon {
+                    what: cursor.id().to_string(),
+                    why: "it is the root commit".into(),
+                })?;
+            }
+            cursor = match cursor.parent(0) {
+                Ok(p) => p,
+                Err(_) => {
+                    let missing: Vec<String> = remaining
+                        .iter()
+                        .map(|o| o.to_string()[..12].to_string())
+                        .collect();
+                    return Err(VcsError::CannotAbandon {
+                        what: missing.join(", "),
+                        why: format!(
+                            "not on the line of the current branch ({})",
+                            branch.trim_start_matches("refs/heads/")
+                        ),
+                    });
+                }
+            };
+        };
+        // Oldest first, without the dropped ones.
+        let kept: Vec<git2::Commit<'_>> = chain
+            .into_iter()
+            .rev()
+            .filter(|c| !drop.contains(&c.id()))
+            .collect();
+        let components: Vec<&str> = if prefix.is_empty() {
+            Vec::new()
+        } else {
+            prefix.split('/').collect()
+        };
+        let mut onto = base;
+        let mut rewritten = Vec::new();
+        for k in kept {
+            let mut index = repo
+                .cherrypick_commit(&k, &onto, 0, None)
+                .map_err(VcsError::git(format!("replaying {}", k.id())))?;
+            if index.has_conflicts() {
+                let mut outside = Vec::new();
+                let mut inside = Vec::new();
+                for conflict in index
+                    .conflicts()
+                    .map_err(VcsError::git("reading conflicts"))?
+                {
+                    let conflict = conflict.map_err(VcsError::git("reading conflicts"))?;
+                    let entry = conflict.our.or(conflict.their).or(conflict.ancestor);
+                    if let Some(e) = entry {
+                        let path = String::from_utf8_lossy(&e.path).into_owned();
+                        if super::under_prefix(&path, &prefix) {
+                            inside.push(path);
+                        } else {
+                            outside.push(path);
+                        }
+                    }
+                }
+                if !outside.is_empty() {
+                    outside.sort();
+                    return Err(VcsError::CannotAbandon {
+                        what: "those commits".into(),
+                        why: format!(
+                            "replaying {} conflicts outside the dataset's files ({}); nothing was changed",
+                            &k.id().to_string()[..12],
+                            outside.join(", ")
+                        ),
+                    });
+                }
+                for path in inside {
+                    index
+                        .conflict_remove(Path::new(&path))
+                        .map_err(VcsError::git("resolving a manifest conflict"))?;
+                }
+            }
+            let tree_id = index
+                .write_tree_to(&repo)
+                .map_err(VcsError::git("writing a replayed tree"))?;
+            let tree = repo
+                .find_tree(tree_id)
+                .map_err(VcsError::git("reading a tree"))?;
+            // The dataset's files exactly as the commit had them.
+            let theirs = k.tree().map_err(VcsError::git("reading a tree"))?;
+            let sub = subtree_id(&repo, &theirs, &components)?;
+            let tree_id = replace_subtree(&repo, &tree, &components, sub)?;
+            let tree = repo
+                .find_tree(tree_id)
+                .map_err(VcsError::git("reading a tree"))?;
+            let new = repo
+                .commit(
+                    None,
+                    &k.author(),
+                    &k.committer(),
+                    k.message_raw().unwrap_or_default(),
+                    &tree,
+                    &[&onto],
+                )
+                .map_err(VcsError::git("writing a replayed commit"))?;
+            rewritten.push((
+                CommitId::new(k.id().to_string()),
+                CommitId::new(new.to_string()),
+            ));
+            onto = repo
+                .find_commit(new)
+                .map_err(VcsError::git("reading a commit"))?;
+        }
+        repo.reference_matching(&branch, onto.id(), true, head.id(), "tether abandon")
+            .map_err(VcsError::git("moving the branch"))?;
+        repo.reset(onto.as_object(), git2::ResetType::Hard, None)
+            .map_err(VcsError::git("updating the work tree"))?;
+        Ok(rewritten)
+    }
+
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>> {
         let repo = self.lock();
         self.worktree_list(&repo)
@@ -1292,14 +1500,18 @@ fn apply_config(repo: &Repository, env: &VcsEnv) -> Result<()> {
 /// Tips of visible history: every local branch, and the `HEAD` of every checkout (a
 /// detached one in another worktree included), then every commit they reach.
 fn visible_commits(repo: &Repository, common_dir: &Path) -> Result<Vec<Oid>> {
+    // As `git rev-list --all`: branches, tags, remote-tracking branches, and
+    // every checkout's HEAD.
     let mut tips = Vec::new();
-    for r in repo
-        .references_glob("refs/heads/*")
-        .map_err(VcsError::git("listing branches"))?
-    {
-        let r = r.map_err(VcsError::git("listing branches"))?;
-        if let Ok(c) = r.peel_to_commit() {
-            tips.push(c.id());
+    for glob in ["refs/heads/*", "refs/tags/*", "refs/remotes/*"] {
+        for r in repo
+            .references_glob(glob)
+            .map_err(VcsError::git("listing refs"))?
+        {
+            let r = r.map_err(VcsError::git("listing refs"))?;
+            if let Ok(c) = r.peel_to_commit() {
+                tips.push(c.id());
+            }
         }
     }
     let mut head_dirs = vec![common_dir.to_owned()];
@@ -1674,3 +1886,84 @@ fn parse_git_version(banner: &str) -> Option<GitVersion> {
 
 #[cfg(test)]
 mod tests;
+
+/// The id of the tree at `components` under `tree` (`None`: nothing there).
+fn subtree_id(
+    repo: &Repository,
+    tree: &git2::Tree<'_>,
+    components: &[&str],
+) -> Result<Option<Oid>> {
+    if components.is_empty() {
+        return Ok(Some(tree.id()));
+    }
+    let Some(entry) = tree.get_name(components[0]) else {
+        return Ok(None);
+    };
+    if entry.kind() != Some(ObjectType::Tree) {
+        return Ok(None);
+    }
+    let sub = repo
+        .find_tree(entry.id())
+        .map_err(VcsError::git("reading a tree"))?;
+    subtree_id(repo, &sub, &components[1..])
+}
+
+/// `tree` with the entry at `components` replaced by tree `sub` (or removed).
+fn replace_subtree(
+    repo: &Repository,
+    tree: &git2::Tree<'_>,
+    components: &[&str],
+    sub: Option<Oid>,
+) -> Result<Oid> {
+    if components.is_empty() {
+        return match sub {
+            Some(id) => Ok(id),
+            None => repo
+                .treebuilder(None)
+                .and_then(|b| b.write())
+                .map_err(VcsError::git("writing a tree")),
+        };
+    }
+    let mut builder = repo
+        .treebuilder(Some(tree))
+        .map_err(VcsError::git("writing a tree"))?;
+    let name = components[0];
+    let inner = match tree.get_name(name) {
+        Some(e) if e.kind() == Some(ObjectType::Tree) => Some(
+            repo.find_tree(e.id())
+                .map_err(VcsError::git("reading a tree"))?,
+        ),
+        _ => None,
+    };
+    let replaced = match (&inner, components.len()) {
+        (_, 1) => sub,
+        (Some(inner), _) => Some(replace_subtree(repo, inner, &components[1..], sub)?),
+        (None, _) => match sub {
+            Some(_) => {
+                let empty = repo
+                    .treebuilder(None)
+                    .and_then(|b| b.write())
+                    .map_err(VcsError::git("writing a tree"))?;
+                let empty = repo
+                    .find_tree(empty)
+                    .map_err(VcsError::git("reading a tree"))?;
+                Some(replace_subtree(repo, &empty, &components[1..], sub)?)
+            }
+            None => None,
+        },
+    };
+    match replaced {
+        Some(id) => builder
+            .insert(name, id, 0o040000)
+            .map(|_| ())
+            .map_err(VcsError::git("writing a tree"))?,
+        None => {
+            if builder.get(name).ok().flatten().is_some() {
+                builder
+                    .remove(name)
+                    .map_err(VcsError::git("writing a tree"))?;
+            }
+        }
+    }
+    builder.write().map_err(VcsError::git("writing a tree"))
+}

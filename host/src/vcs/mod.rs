@@ -321,6 +321,24 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// they are (`git reset --soft`): how `undo` uncommits a dataset commit.
     fn reset_soft(&self, to: &CommitId) -> Result<()>;
 
+    /// Drops `commits` from the current branch's line, keeping every later
+    /// commit's content under `exact_prefix` exactly as it was (a manifest is
+    /// a whole state, not a patch) and replaying the rest of each later commit
+    /// onto the new line; a conflict outside `exact_prefix` aborts with nothing
+    /// changed. Each commit must be on the current branch's first-parent line
+    /// (no merges in between), and the work tree clean. Moves the branch and
+    /// the work tree; returns (old id, new id) for each rewritten commit.
+    fn drop_commits(
+        &self,
+        commits: &[CommitId],
+        exact_prefix: &str,
+    ) -> Result<Vec<(CommitId, CommitId)>>;
+
+    /// The commits only branch `name` reaches, newest first: reachable from it
+    /// but from no other branch, tag or other checkout's `HEAD`. What remains
+    /// reachable otherwise is listed in the second value (the refs keeping it).
+    fn exclusive_commits(&self, name: &str) -> Result<(Vec<CommitId>, Vec<String>)>;
+
     /// Every checkout of the repository, the main one first.
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>>;
 
@@ -572,6 +590,9 @@ pub enum VcsError {
         "a branch named `{name}` already exists: pick another name, or join it instead of creating it"
     )]
     BranchExists { name: String },
+
+    #[error("cannot abandon {what}: {why}")]
+    CannotAbandon { what: String, why: String },
 
     #[error("`{name}` is not a valid git branch name")]
     InvalidBranchName { name: String },

@@ -1,0 +1,94 @@
+//! `tether drop BOOKMARK [--to BOOKMARK] [--force-prune]
+//! [--dry-run | --no-dry-run | --plan FILE | --from-plan FILE]`: a dry run
+//! unless told otherwise.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::output::{Exit, preview_plan, print_json};
+use crate::engine::Repo;
+use crate::engine::drop::{self, DropOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The bookmark to throw away.
+    bookmark: Option<String>,
+    /// Where this checkout goes when it is on the bookmark (default: the trunk).
+    #[arg(long, value_name = "BOOKMARK")]
+    to: Option<String>,
+    /// Delete branches with writes no commit recorded too (data lost).
+    #[arg(long)]
+    force_prune: bool,
+    /// Show the plan only (the default).
+    #[arg(long, conflicts_with = "no_dry_run")]
+    dry_run: bool,
+    /// Apply the plan.
+    #[arg(long)]
+    no_dry_run: bool,
+    /// Write the plan to FILE.
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    plan: Option<PathBuf>,
+    /// Apply a plan saved with --plan.
+    #[arg(long, value_name = "PATH", conflicts_with = "dry_run")]
+    from_plan: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: Args) -> Result<Exit> {
+    let repo = Repo::find(&std::env::current_dir()?)?;
+    let plan = match &args.from_plan {
+        Some(path) => drop::load_plan(path)?,
+        None => {
+            let Some(bookmark) = args.bookmark.clone() else {
+                anyhow::bail!("name the bookmark to drop: `tether drop BOOKMARK`");
+            };
+            let plan = drop::plan(
+                &repo,
+                &DropOptions {
+                    bookmark,
+                    to: args.to.clone(),
+                    force_prune: args.force_prune,
+                },
+            )
+            .await?;
+            if !args.no_dry_run || args.plan.is_some() {
+                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+                if !args.json && args.plan.is_none() {
+                    println!(
+                        "(not applied; `tether drop {} --no-dry-run` applies it)",
+                        plan.context["bookmark"].as_str().unwrap_or_default()
+                    );
+                }
+                return Ok(Exit::Ok);
+            }
+            plan
+        }
+    };
+    let report = drop::apply(&repo, &plan).await?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        if let Some(to) = &report.left_for {
+            println!("left {} for {to}", report.bookmark);
+        }
+        if !report.abandoned.is_empty() {
+            let short: Vec<&str> = report
+                .abandoned
+                .iter()
+                .map(|c| &c[..c.len().min(12)])
+                .collect();
+            println!("abandoned {}", short.join(", "));
+        }
+        println!("deleted bookmark {}", report.bookmark);
+        if let Some(gc) = &report.gc {
+            super::gc::print_report(gc, false)?;
+        }
+    }
+    Ok(match &report.gc {
+        Some(gc) if !gc.failed.is_empty() => Exit::Partial,
+        _ => Exit::Ok,
+    })
+}

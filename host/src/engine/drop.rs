@@ -1,0 +1,272 @@
+//! `tether drop BOOKMARK [--to BOOKMARK] [--force-prune]`: throw a line of
+//! work away, the opposite of `promote`. A dry run unless told otherwise.
+//!
+//! The plan lists, in order: `leave-bookmark` when this checkout is on it
+//! (`new` to `--to`, default the trunk); `abandon-commit` for each commit only
+//! this bookmark reaches; `delete-bookmark`; then the store side, previewed
+//! as if those commits were gone: gc with `--prune-bookmarks` for this
+//! bookmark's branches, the pins nothing references any more, and drop's own
+//! rule, that a branch whose head a dropped commit pinned is deleted (that is
+//! committed work thrown away by name). Writes no commit recorded are kept,
+//! and said so, unless `--force-prune`.
+//!
+//! Refused for the trunk and for a bookmark another live checkout works on.
+//! Apply re-plans the store half after the VCS half, and journals `new` and
+//! `gc` as steps of the drop. Not undoable by tether: `git branch NAME SHA`
+//! from the reflog, then `tether repair --all-history`, brings it back.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::checker::Checker;
+use super::error::{Result, TetherError};
+use super::gc::{self, GcOptions, GcReport, Without};
+use super::new::{self, NewOptions};
+use super::repo::Repo;
+use crate::oplog::NewOp;
+use crate::plan::{Action, Plan, Precondition, verb};
+use crate::vcs::CommitId;
+
+#[derive(Debug, Clone, Default)]
+pub struct DropOptions {
+    pub bookmark: String,
+    pub to: Option<String>,
+    pub force_prune: bool,
+}
+
+/// The `--json` shape of spec/09.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct DropReport {
+    pub bookmark: String,
+    pub left_for: Option<String>,
+    pub abandoned: Vec<String>,
+    pub gc: Option<GcReport>,
+}
+
+fn gc_options(force_prune: bool) -> GcOptions {
+    GcOptions {
+        prune_bookmarks: true,
+        force_prune,
+        ..GcOptions::default()
+    }
+}
+
+/// Decide what drop would do.
+pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
+    let b = opts.bookmark.clone();
+    let trunk = repo.config.trunk.clone();
+    if b == trunk {
+        return Err(TetherError::Refused(format!(
+            "{b} is the trunk bookmark: it cannot be dropped"
+        )));
+    }
+    let Some(head) = repo.vcs.branch_head(&b)? else {
+        return Err(TetherError::Refused(format!(
+            "no bookmark {b:?}: `git branch` lists them"
+        )));
+    };
+    let ws = repo.workspace_for_plan()?;
+    let checkouts = super::checkouts::live(repo)?;
+    let held = super::checkouts::holders(&checkouts, &b);
+    if let Some((path, id)) = held.first() {
+        return Err(TetherError::Refused(format!(
+            "bookmark {b:?} is held by the checkout at {path} (workspace {}): forget that checkout \
+             first (`tether forget-workspace {}`), or move it to another bookmark",
+            crate::model::ids::workspace_short(id),
+            crate::model::ids::workspace_short(id)
+        )));
+    }
+    let here = ws.bookmark.as_deref() == Some(b.as_str());
+    let to = opts.to.clone().unwrap_or_else(|| trunk.clone());
+    if here {
+        if to == b {
+            return Err(TetherError::Refused(
+                "--to names the bookmark being dropped: leave for another one".into(),
+            ));
+        }
+        if repo.vcs.branch_head(&to)?.is_none() {
+            return Err(TetherError::Refused(format!(
+                "--to {to:?}: no such bookmark to leave for"
+            )));
+        }
+    }
+    let (commits, keepers) = repo.vcs.exclusive_commits(&b)?;
+
+    let mut p = Plan::new("drop");
+    p.context.insert("bookmark".into(), json!(b));
+    p.context.insert("to".into(), json!(here.then_some(&to)));
+    p.context
+        .insert("force_prune".into(), json!(opts.force_prune));
+    p.context.insert(
+        "commits".into(),
+        json!(commits.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
+    );
+    p.require(Precondition::WorkspaceId {
+        expected: ws.workspace_id.clone(),
+    });
+    p.require(Precondition::WorkspaceBookmark {
+        expected: ws.bookmark.clone(),
+    });
+    p.require(Precondition::BookmarkHead {
+        bookmark: b.clone(),
+        expected: head.to_string(),
+    });
+    p.require(Precondition::NoNewHolders {
+        bookmark: b.clone(),
+        expected: if here {
+            vec![ws.workspace_id.clone()]
+        } else {
+            Vec::new()
+        },
+    });
+    if let Some(h) = repo.vcs.head()? {
+        p.require(Precondition::VcsHead {
+            rev: "HEAD".into(),
+            expected: h.to_string(),
+        });
+    }
+    p.require(Precondition::HistoryDigest {
+        expected: repo.vcs.history_digest()?,
+    });
+
+    if here {
+        p.push(
+            Action::new(verb::LEAVE_BOOKMARK, "")
+                .with_target(&to)
+                .with_detail(format!("`tether new {to}` first: this checkout is on {b}")),
+        );
+    }
+    for c in &commits {
+        p.push(
+            Action::new(verb::ABANDON_COMMIT, "")
+                .with_target(c.to_string())
+                .with_detail(format!("{} only {b} reaches it", c.short12())),
+        );
+    }
+    if !keepers.is_empty() {
+        p.note(format!(
+            "the rest of {b}'s commits stay: {} reach them",
+            keepers
+                .iter()
+                .map(|r| r
+                    .trim_start_matches("refs/heads/")
+                    .trim_start_matches("refs/tags/"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    p.push(
+        Action::new(verb::DELETE_BOOKMARK, "")
+            .with_target(&b)
+            .with_detail(format!("at {}", head.short12())),
+    );
+    let store = gc::plan_with(
+        repo,
+        &gc_options(opts.force_prune),
+        &Without {
+            commits: gc::commit_set(&commits),
+            bookmark: Some(b.clone()),
+        },
+    )
+    .await?;
+    p.note("the store actions are a preview, computed as if the commits were gone; apply plans them again after the VCS half");
+    for n in store.notes {
+        p.note(n);
+    }
+    for a in store.actions {
+        p.push(a);
+    }
+    Ok(p)
+}
+
+/// Apply a drop plan (fresh, or loaded with `--from-plan`).
+pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
+    let ctx = |k: &str| plan.context.get(k).cloned().unwrap_or(Value::Null);
+    let b = ctx("bookmark").as_str().unwrap_or_default().to_string();
+    let to = ctx("to").as_str().map(str::to_string);
+    let force_prune = ctx("force_prune").as_bool().unwrap_or(false);
+    let commits: Vec<CommitId> = ctx("commits")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(CommitId::new)
+                .collect()
+        })
+        .unwrap_or_default();
+    let head = repo.vcs.branch_head(&b)?;
+    let journal = repo.journal()?;
+    let mut op = {
+        let _locks = repo.lock()?;
+        // The store half is planned again below: check only the VCS half now.
+        let mut vcs_half = plan.clone();
+        vcs_half.actions.retain(|a| {
+            matches!(
+                a.verb.as_str(),
+                verb::LEAVE_BOOKMARK | verb::ABANDON_COMMIT | verb::DELETE_BOOKMARK
+            )
+        });
+        vcs_half.preconditions.retain(|pc| {
+            !matches!(
+                pc,
+                Precondition::RefHead { .. } | Precondition::RefAbsent { .. }
+            )
+        });
+        vcs_half.check_all(&mut Checker { repo })?;
+        journal.start(NewOp::new("drop").plan(plan).pre(
+            "bookmark",
+            json!({"name": b, "head": head.as_ref().map(|h| h.to_string())}),
+        ))?
+    };
+    let op_id = op.id().to_string();
+    let mut report = DropReport {
+        bookmark: b.clone(),
+        left_for: to.clone(),
+        ..DropReport::default()
+    };
+    if let Some(to) = &to {
+        let step = new::plan(
+            repo,
+            &NewOptions {
+                rev: Some(to.clone()),
+                ..NewOptions::default()
+            },
+        )
+        .await;
+        // A failure here leaves the drop INCOMPLETE: `tether drop` again finishes it.
+        let step = step?;
+        new::apply_as(repo, &step, Some(&op_id)).await?;
+    }
+    if let Some(h) = &head {
+        let _locks = repo.lock()?;
+        repo.vcs.delete_branch(&b, h)?;
+        op.progress(json!({"deleted_bookmark": b, "at": h.to_string()}))?;
+    }
+    report.abandoned = commits.iter().map(|c| c.to_string()).collect();
+    let store = gc::plan_with(
+        repo,
+        &gc_options(force_prune),
+        &Without {
+            commits: gc::commit_set(&commits),
+            bookmark: Some(b.clone()),
+        },
+    )
+    .await?;
+    let gc_report = gc::apply_as(repo, &store, Some(&op_id)).await?;
+    report.gc = Some(gc_report);
+    op.finish(json!({"summary": format!("dropped {b}"), "report": report}))?;
+    Ok(report)
+}
+
+/// Load a saved plan for `--from-plan`, refusing another command's plan.
+pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
+    let plan = Plan::load(path)?;
+    if plan.command != "drop" {
+        return Err(TetherError::Refused(format!(
+            "{} is a plan for `tether {}`, not for drop",
+            path.display(),
+            plan.command
+        )));
+    }
+    Ok(plan)
+}

@@ -1,0 +1,368 @@
+//! End-to-end tests of spec/07 (reclaiming storage): `gc`, `abandon`, `drop`
+//! and `forget-workspace` on git with the memory plugin, worked example 5 of
+//! spec/08, and a second clone. Store contents are read from the stores'
+//! own files; git state with the git CLI.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Dataset, MemoryStore, describe, stderr, stdout};
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+}
+
+fn pin_of(d: &Dataset, key: &str) -> String {
+    d.manifest(key)["pin"]["ref"]
+        .as_str()
+        .expect("pinned")
+        .to_string()
+}
+
+/// Every tag and branch of a store: what "exactly as before" compares.
+fn refs(s: &MemoryStore) -> (Vec<String>, Vec<String>) {
+    (s.tags(), s.branches())
+}
+
+/// Worked example 5: trials on a bookmark, abandon the tries, gc releases
+/// only their pins; the `--pin record` object frees nothing.
+#[test]
+fn abandon_trials_releases_only_their_pins() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    let scratch = d.memory_store("scratch");
+    d.add_memory("img", &img);
+    d.add_memory("scratch", &scratch);
+    d.ok(&["set", "scratch", "--pin", "record"]);
+    d.ok(&["commit", "-m", "adopt"]);
+    d.ok(&["new", "-b", "sweep"]);
+    let wr = d.working_ref("sweep");
+    d.ok(&["open", "img"]);
+    d.ok(&["open", "scratch"]);
+    let mut pins = Vec::new();
+    let mut commits = Vec::new();
+    for i in 1..=4 {
+        img.write_on(&wr, json!({"trial": i}), &format!("trial {i}"));
+        scratch.write_on(&wr, json!({"rows": i}), &format!("rows {i}"));
+        d.ok(&["commit", "-m", &format!("trial {i}")]);
+        pins.push(pin_of(&d, "img"));
+        commits.push(d.rev("HEAD"));
+    }
+    let last_manifest = d.git(&["show", "HEAD:.tether/objects/img.toml"]);
+    let last_scratch = d.git(&["show", "HEAD:.tether/objects/scratch.toml"]);
+
+    let out = d.ok(&["abandon", &commits[1], &commits[2]]);
+    assert!(out.starts_with("abandoned "), "{out}");
+    assert!(
+        out.contains(&format!("unpin img [memory] {}", pins[1])),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("unpin img [memory] {}", pins[2])),
+        "{out}"
+    );
+    assert!(
+        !out.contains("scratch"),
+        "record objects free nothing: {out}"
+    );
+    assert!(out.contains("not applied"), "{out}");
+    // Later commits keep their manifests exactly.
+    assert_eq!(
+        d.git(&["show", "HEAD:.tether/objects/img.toml"]),
+        last_manifest
+    );
+    assert_eq!(
+        d.git(&["show", "HEAD:.tether/objects/scratch.toml"]),
+        last_scratch
+    );
+    let log = d.git(&["log", "--format=%s", "sweep"]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["trial 4", "trial 1", "adopt"]
+    );
+    assert!(img.tag(&pins[1]).is_some(), "not applied without --gc");
+
+    let r = json_of(&d.ok(&["gc", "--no-dry-run", "--json"]));
+    let mut released: Vec<String> = r["unpinned"]["memory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| format!("tether.{}", v.as_str().unwrap()))
+        .collect();
+    released.sort();
+    let mut expected = vec![pins[1].clone(), pins[2].clone()];
+    expected.sort();
+    assert_eq!(released, expected);
+    assert!(img.tag(&pins[0]).is_some() && img.tag(&pins[3]).is_some());
+    assert!(img.tag(&pins[1]).is_none() && img.tag(&pins[2]).is_none());
+    d.ok(&["verify", "--all-history", "--deep"]);
+}
+
+#[test]
+fn abandon_with_gc_applies_and_refuses_a_dirty_tree() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    img.write(json!({"v": 2}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+    let p2 = pin_of(&d, "img");
+    img.write(json!({"v": 3}), "v3");
+    d.ok(&["commit", "-m", "v3"]);
+    std::fs::write(d.root().join("notes.txt"), "x").unwrap();
+    d.git(&["add", "notes.txt"]);
+    let err = stderr(&d.fails(&["abandon", "HEAD~1"], 1));
+    assert!(err.contains("uncommitted changes"), "{err}");
+    d.git(&["rm", "-q", "--cached", "notes.txt"]);
+    std::fs::remove_file(d.root().join("notes.txt")).unwrap();
+
+    let r = json_of(&d.ok(&["abandon", "HEAD~1", "--gc", "--json"]));
+    assert_eq!(r["gc_applied"], true);
+    assert_eq!(r["abandoned"].as_array().unwrap().len(), 1);
+    assert!(img.tag(&p2).is_none(), "its pin was released");
+    let ops = d.ok(&["ops"]);
+    assert!(ops.contains("abandon"), "{ops}");
+    assert!(ops.contains("(step of "), "{ops}");
+}
+
+#[test]
+fn a_second_clone_keeps_foreign_pins_until_release_foreign() {
+    let a = Dataset::init();
+    let img = a.memory_store("img");
+    a.add_memory("img", &img);
+    a.ok(&["commit", "-m", "adopt"]);
+    let b_dir = a.tmp().join("clone-b");
+    a.git(&[
+        "clone",
+        "-q",
+        a.root().to_str().unwrap(),
+        b_dir.to_str().unwrap(),
+    ]);
+    img.write(json!({"v": 2}), "v2");
+    a.ok(&["commit", "-m", "v2 (not fetched by b)"]);
+    let p2 = pin_of(&a, "img");
+
+    let plan = a.ok_in(&b_dir, &["gc"]);
+    assert!(
+        plan.contains(&format!("keep-pin img [memory] {p2}")),
+        "{plan}"
+    );
+    assert!(plan.contains("not created by this clone"), "{plan}");
+    let r = json_of(&a.ok_in(&b_dir, &["gc", "--no-dry-run", "--json"]));
+    assert_eq!(r["unpinned"], json!({}));
+    assert!(img.tag(&p2).is_some(), "a keep-pin writes nothing");
+
+    let r = json_of(&a.ok_in(
+        &b_dir,
+        &["gc", "--release-foreign", "--no-dry-run", "--json"],
+    ));
+    assert_eq!(
+        r["unpinned"]["memory"],
+        json!([p2.trim_start_matches("tether.")])
+    );
+    assert!(img.tag(&p2).is_none());
+    let out = a.tether(&["verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stdout(&out).contains("missing"), "{}", describe(&out));
+}
+
+#[test]
+fn a_saved_gc_plan_goes_stale_after_a_new_commit() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    img.write(json!({"v": 2}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+    let p2 = pin_of(&d, "img");
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let saved = d.tmp().join("gc.json");
+    let plan = d.ok(&["gc", "--plan", saved.to_str().unwrap()]);
+    assert!(plan.contains(&format!("unpin img [memory] {p2}")), "{plan}");
+    // A new commit elsewhere (here: the same pin named again).
+    d.git(&["commit", "-q", "--allow-empty", "-m", "elsewhere"]);
+    let out = d.fails(&["gc", "--from-plan", saved.to_str().unwrap()], 1);
+    assert!(stderr(&out).contains("stale"), "{}", describe(&out));
+    assert!(img.tag(&p2).is_some(), "a stale plan releases nothing");
+}
+
+#[test]
+fn prune_bookmarks_judges_gone_bookmarks_branches_by_their_head() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    for b in ["pinned", "idle", "dirty"] {
+        d.ok(&["new", "-b", b, "--eager"]);
+    }
+    let (wp, wi, wd) = (
+        d.working_ref("pinned"),
+        d.working_ref("idle"),
+        d.working_ref("dirty"),
+    );
+    d.ok(&["new", "pinned"]);
+    img.write_on(&wp, json!({"p": 1}), "pinned work");
+    d.ok(&["commit", "-m", "pinned work"]);
+    d.ok(&["new", "dirty"]);
+    img.write_on(&wd, json!({"d": 1}), "unpinned work");
+    d.ok(&["new", "main", "--discard"]);
+    for b in ["idle", "dirty"] {
+        d.git(&["branch", "-q", "-D", b]);
+    }
+    // A tag keeps `pinned`'s commit in history after the bookmark goes.
+    d.git(&["tag", "keep-pinned", "pinned"]);
+    d.git(&["branch", "-q", "-D", "pinned"]);
+
+    assert!(
+        !d.ok(&["gc"]).contains("delete-branch"),
+        "plain gc never deletes a branch"
+    );
+    let plan = d.ok(&["gc", "--prune-bookmarks"]);
+    assert!(
+        plan.contains(&format!(
+            "delete-branch img [memory] {wp} bookmark pinned (gone); head is pinned"
+        )),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(&format!(
+            "delete-branch img [memory] {wi} bookmark idle (gone); nothing was ever written"
+        )),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(&format!(
+            "keep-branch img [memory] {wd} bookmark dirty (gone); kept: has unpinned writes"
+        )),
+        "{plan}"
+    );
+    let plan = d.ok(&["gc", "--prune-bookmarks", "--keep-bookmark", "idle"]);
+    assert!(!plan.contains(&wi), "{plan}");
+    d.ok(&["gc", "--prune-bookmarks", "--no-dry-run"]);
+    assert_eq!(img.branches(), vec!["main".to_string(), wd.clone()]);
+    let plan = d.ok(&["gc", "--prune-bookmarks", "--force-prune"]);
+    assert!(plan.contains("FORCED"), "{plan}");
+    d.ok(&["gc", "--prune-bookmarks", "--force-prune", "--no-dry-run"]);
+    assert_eq!(img.branches(), vec!["main".to_string()]);
+}
+
+#[test]
+fn drop_of_a_failed_bookmark_leaves_the_stores_as_before() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    let before = refs(&img);
+    let trunk = d.rev("main");
+    d.ok(&["new", "-b", "probe"]);
+    let wr = d.working_ref("probe");
+    d.ok(&["open", "img"]);
+    img.write_on(&wr, json!({"probe": 1}), "probe 1");
+    d.ok(&["commit", "-m", "probe 1"]);
+    img.write_on(&wr, json!({"probe": 2}), "probe 2");
+    d.ok(&["commit", "-m", "probe 2"]);
+
+    let err = stderr(&d.fails(&["drop", "main"], 1));
+    assert!(err.contains("trunk"), "{err}");
+    let plan = d.ok(&["drop", "probe"]);
+    for line in [
+        "leave-bookmark",
+        "abandon-commit",
+        "delete-bookmark",
+        "unpin img",
+        "delete-branch img",
+    ] {
+        assert!(plan.contains(line), "{line}: {plan}");
+    }
+    assert!(plan.contains("not applied"), "{plan}");
+    assert_eq!(
+        d.git(&["branch", "--show-current"]).trim(),
+        "probe",
+        "a dry run"
+    );
+
+    let r = json_of(&d.ok(&["drop", "probe", "--no-dry-run", "--json"]));
+    assert_eq!(r["bookmark"], "probe");
+    assert_eq!(r["left_for"], "main");
+    assert_eq!(r["abandoned"].as_array().unwrap().len(), 2);
+    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
+    assert_eq!(d.rev("main"), trunk);
+    assert!(d.git(&["branch", "--list", "probe"]).trim().is_empty());
+    assert_eq!(
+        refs(&img),
+        before,
+        "the store is exactly as before the bookmark"
+    );
+    let ops = d.ok(&["ops"]);
+    assert!(ops.contains("drop"), "{ops}");
+    assert!(ops.contains("(step of "), "{ops}");
+}
+
+#[test]
+fn drop_of_a_landed_bookmark_keeps_what_main_names() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    d.ok(&["new", "-b", "land"]);
+    let wr = d.working_ref("land");
+    d.ok(&["open", "img"]);
+    let landed = img.write_on(&wr, json!({"v": "landed"}), "landed");
+    d.ok(&["commit", "-m", "landed"]);
+    let pin = pin_of(&d, "img");
+    d.ok(&["promote"]);
+    d.ok(&["new", "main"]);
+    let plan = d.ok(&["drop", "land"]);
+    assert!(
+        !plan.contains("abandon-commit"),
+        "main reaches them: {plan}"
+    );
+    assert!(plan.contains("main reach them"), "{plan}");
+    d.ok(&["drop", "land", "--no-dry-run"]);
+    assert_eq!(
+        img.tag(&pin).as_deref(),
+        Some(landed.as_str()),
+        "main's pin stays"
+    );
+    assert_eq!(img.branch(&wr), None, "its head was pinned: deleted");
+    assert_eq!(img.head(), landed);
+}
+
+/// Worked example 3, the retirement: drop refuses a bookmark another live
+/// checkout holds; forget that checkout first.
+#[test]
+fn forget_workspace_then_drop_the_loser() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    let before = refs(&img);
+    let b_dir = d.tmp().join("analysis-b");
+    d.git(&["worktree", "add", "-q", "--detach", b_dir.to_str().unwrap()]);
+    d.ok_in(&b_dir, &["new", "-b", "b"]);
+    d.ok_in(&b_dir, &["open", "img"]);
+    img.write_on(&d.working_ref("b"), json!({"b": 1}), "B");
+    d.ok_in(&b_dir, &["commit", "-m", "B"]);
+
+    let err = stderr(&d.fails(&["drop", "b"], 1));
+    assert!(err.contains("forget-workspace"), "{err}");
+    let ws_b = std::fs::read_to_string(b_dir.join(".tether/workspace.toml")).unwrap();
+    let id = ws_b
+        .lines()
+        .find_map(|l| l.strip_prefix("workspace_id = "))
+        .unwrap()
+        .trim_matches('"')[..8]
+        .to_string();
+    let plan = d.ok(&["forget-workspace", &id, "--dry-run"]);
+    assert!(plan.contains("forget-vcs-workspace"), "{plan}");
+    let r = json_of(&d.ok(&["forget-workspace", &id, "--json"]));
+    assert_eq!(r["workspace"], json!(id));
+    assert!(r["vcs"].as_str().unwrap().contains("git worktree remove"));
+    assert!(!b_dir.exists(), "git worktree remove took the directory");
+    assert!(
+        img.branch(&d.working_ref("b")).is_some(),
+        "no store branch is touched"
+    );
+    d.ok(&["drop", "b", "--no-dry-run"]);
+    assert_eq!(refs(&img), before);
+}
