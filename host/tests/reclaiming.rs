@@ -366,3 +366,89 @@ fn forget_workspace_then_drop_the_loser() {
     d.ok(&["drop", "b", "--no-dry-run"]);
     assert_eq!(refs(&img), before);
 }
+
+/// spec/15, "Recovering a lost dataset repo": delete the repository, make a
+/// fresh one, and follow `recover`'s steps; every pin comes back under the
+/// old id with its tag reused, and the bookmark's uncommitted writes are
+/// adopted and pinned.
+#[test]
+fn recover_a_lost_dataset_repository() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    let old_id = d.dataset_id();
+    let trunk_pin = pin_of(&d, "img");
+    d.ok(&["new", "-b", "relabel"]);
+    d.ok(&["open", "img"]);
+    let wr = d.working_ref("relabel");
+    img.write_on(&wr, json!({"labels": "v3"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    let uncommitted = img.write_on(&wr, json!({"labels": "v4"}), "not committed");
+    let tags_before = img.tags();
+
+    // The repository is lost.
+    std::fs::remove_dir_all(d.root()).unwrap();
+    let out = d
+        .command("git", d.tmp())
+        .args(["init", "-q", "-b", "main", "ds"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    d.ok(&["init"]);
+    d.add_memory("img", &img);
+    assert_ne!(d.dataset_id(), old_id);
+
+    let r = json_of(&d.ok(&["recover", "--json"]));
+    assert_eq!(r["suggested_dataset_id"], json!(old_id));
+    assert_eq!(r["pinned"], false);
+    let text = d.ok(&["recover"]);
+    assert!(text.contains(&format!("id = \"{old_id}\"")), "{text}");
+    // Step: set the id.
+    let cfg = d.root().join("tether.toml");
+    let new_id = d.dataset_id();
+    let toml = std::fs::read_to_string(&cfg).unwrap().replace(&new_id, &old_id);
+    std::fs::write(&cfg, toml).unwrap();
+
+    let r = json_of(&d.ok(&["recover", "--json"]));
+    assert_eq!(r["datasets"][0]["current"], true);
+    assert_eq!(r["datasets"][0]["bookmarks"][0]["bookmark"], "relabel");
+    let commands: Vec<String> = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["command"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(commands[0], "tether commit -m 'Recover main'");
+    assert_eq!(
+        commands[1],
+        "tether new -b relabel --adopt -- main && tether commit -m 'Recover relabel'"
+    );
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_tether"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for c in &commands {
+        let out = d
+            .command("sh", &d.root())
+            .env("PATH", &path)
+            .args(["-c", c])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{c}:\n{}", describe(&out));
+    }
+    // The bookmark's commit pinned the adopted writes: the only new tag.
+    let tags = img.tags();
+    let new: Vec<&String> = tags.iter().filter(|t| !tags_before.contains(t)).collect();
+    assert_eq!(new.len(), 1, "only the adopted writes are new: {tags:?}");
+    assert_eq!(img.tag(new[0]).as_deref(), Some(uncommitted.as_str()));
+    assert_eq!(&pin_of(&d, "img"), new[0]);
+    d.ok(&["new", "main"]);
+    assert_eq!(pin_of(&d, "img"), trunk_pin, "the trunk's tag was reused");
+    d.ok(&["verify", "--all-history"]);
+}

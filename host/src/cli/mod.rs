@@ -17,6 +17,7 @@ mod ops;
 mod output;
 mod plugin;
 mod promote;
+mod recover;
 mod remove;
 mod restore;
 mod set;
@@ -81,6 +82,8 @@ enum Command {
     Drop(drop::Args),
     /// Retire a checkout (git worktree remove) and its tether state; no store branch is touched.
     ForgetWorkspace(forget_workspace::Args),
+    /// List what the stores hold of a lost dataset, and the steps to take it back.
+    Recover(recover::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
     /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
             Command::Abandon(args) => abandon::run(args).await,
             Command::Drop(args) => drop::run(args).await,
             Command::ForgetWorkspace(args) => forget_workspace::run(args).await,
+            Command::Recover(args) => recover::run(args).await,
             Command::Ops(args) => ops::run(args).await,
             Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,
