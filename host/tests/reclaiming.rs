@@ -407,7 +407,9 @@ fn recover_a_lost_dataset_repository() {
     // Step: set the id.
     let cfg = d.root().join("tether.toml");
     let new_id = d.dataset_id();
-    let toml = std::fs::read_to_string(&cfg).unwrap().replace(&new_id, &old_id);
+    let toml = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace(&new_id, &old_id);
     std::fs::write(&cfg, toml).unwrap();
 
     let r = json_of(&d.ok(&["recover", "--json"]));
@@ -451,4 +453,65 @@ fn recover_a_lost_dataset_repository() {
     d.ok(&["new", "main"]);
     assert_eq!(pin_of(&d, "img"), trunk_pin, "the trunk's tag was reused");
     d.ok(&["verify", "--all-history"]);
+}
+
+/// Stores tether created (experimental), worked example 5's probe: `add
+/// --create` on a bookmark, `drop --delete-stores` takes the store away with
+/// the bookmark; an adopted store is never deleted, nor one without a marker.
+#[test]
+fn gc_delete_stores_takes_away_only_what_tether_created() {
+    let d = Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    d.ok(&["new", "-b", "probe"]);
+    let probe_dir = d.data().join("probe");
+    let system = format!("system={}", probe_dir.display());
+    let out = d.ok(&[
+        "add", "probe", "--kind", "memory", "--set", &system, "--create",
+    ]);
+    assert!(out.contains("created the store"), "{out}");
+    let probe = MemoryStore {
+        root: probe_dir.clone(),
+    };
+    let wr = d.working_ref("probe");
+    assert_eq!(probe.branches(), vec!["main".to_string(), wr.clone()]);
+    assert!(d.ok(&["status"]).contains("(created)"));
+    probe.write_on(&wr, json!({"emb": 1}), "probe data");
+    d.ok(&["commit", "-m", "probe"]);
+    let err = stderr(&d.fails(
+        &[
+            "add", "again", "--kind", "memory", "--set", &system, "--create",
+        ],
+        1,
+    ));
+    assert!(err.contains("not empty"), "{err}");
+
+    // While a manifest names it, it stays.
+    let plan = d.ok(&["gc", "--delete-stores"]);
+    assert!(!plan.contains("delete-store"), "{plan}");
+    let plan = d.ok(&["drop", "probe", "--delete-stores"]);
+    assert!(plan.contains("delete-store probe [memory]"), "{plan}");
+    assert!(!plan.contains("delete-store img"), "{plan}");
+    let r = json_of(&d.ok(&["drop", "probe", "--delete-stores", "--no-dry-run", "--json"]));
+    assert!(r["gc"]["deleted_stores"]["probe"].is_string(), "{r}");
+    let left: Vec<String> = std::fs::read_dir(&probe_dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the store is gone: {left:?}");
+    assert!(img.head().len() == 20, "the adopted store is untouched");
+
+    // --store on a store with no marker is refused (left alone).
+    let plan = d.ok(&[
+        "gc",
+        "--delete-stores",
+        "--store",
+        &format!("memory={}", img.root.display()),
+    ]);
+    assert!(plan.contains("no owner marker"), "{plan}");
+    assert!(!plan.contains("delete-store"), "{plan}");
 }

@@ -47,6 +47,10 @@ pub struct Args {
     /// native (default) or record.
     #[arg(long, value_parser = ["native", "record"])]
     pin: Option<String>,
+    /// Experimental: make an empty store there first, marked as this dataset's
+    /// (refused if anything exists there).
+    #[arg(long, conflicts_with = "at")]
+    create: bool,
 }
 
 pub async fn run(args: Args) -> Result<Exit> {
@@ -92,9 +96,18 @@ pub async fn run(args: Args) -> Result<Exit> {
             .transpose()
             .map_err(anyhow::Error::msg)?,
         cwd,
+        create: args.create,
     };
     let report = add::add(&repo, req).await?;
     println!("added {} [{}]", report.key, report.kind);
+    if report.created.is_some() {
+        println!(
+            "note: created the store (experimental): it is marked as this dataset's, and `tether gc --delete-stores` may delete it once nothing references it"
+        );
+    }
+    if let Some(r) = &report.working_ref {
+        println!("working ref {r} (created)");
+    }
     if let Some(note) = report.note {
         println!("note: {note}");
     }

@@ -20,6 +20,10 @@ pub struct Args {
     /// Delete branches with writes no commit recorded too (data lost).
     #[arg(long)]
     force_prune: bool,
+    /// Experimental: also delete the stores this dataset created that nothing
+    /// references once the commits are gone.
+    #[arg(long)]
+    delete_stores: bool,
     /// Show the plan only (the default).
     #[arg(long, conflicts_with = "no_dry_run")]
     dry_run: bool,
@@ -51,6 +55,7 @@ pub async fn run(args: Args) -> Result<Exit> {
                     bookmark,
                     to: args.to.clone(),
                     force_prune: args.force_prune,
+                    delete_stores: args.delete_stores,
                 },
             )
             .await?;

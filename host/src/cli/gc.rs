@@ -28,8 +28,15 @@ pub struct Args {
     #[arg(long, value_name = "NAME", requires = "prune_bookmarks")]
     keep_bookmark: Vec<String>,
     /// Delete branches with unpinned writes too (data lost).
-    #[arg(long, requires = "prune_bookmarks")]
+    #[arg(long)]
     force_prune: bool,
+    /// Experimental: delete stores this dataset created (add --create) once
+    /// nothing references them; the owner marker decides.
+    #[arg(long)]
+    delete_stores: bool,
+    /// A created store to judge by its marker alone (repeatable; with --delete-stores).
+    #[arg(long, value_name = "KIND=LOCATOR")]
+    store: Vec<String>,
     /// Write the plan to FILE.
     #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
     plan: Option<PathBuf>,
@@ -51,6 +58,16 @@ pub async fn run(args: Args) -> Result<Exit> {
                 prune_bookmarks: args.prune_bookmarks,
                 keep_bookmarks: args.keep_bookmark.clone(),
                 force_prune: args.force_prune,
+                delete_stores: args.delete_stores,
+                stores: args
+                    .store
+                    .iter()
+                    .map(|s| {
+                        s.split_once('=')
+                            .map(|(k, l)| (k.to_string(), l.to_string()))
+                            .ok_or_else(|| anyhow::anyhow!("--store takes KIND=LOCATOR, got {s:?}"))
+                    })
+                    .collect::<Result<_>>()?,
             };
             let plan = gc::plan(&repo, &opts).await?;
             if !args.no_dry_run || args.plan.is_some() {
@@ -105,6 +122,15 @@ pub fn print_report(r: &GcReport, json: bool) -> Result<()> {
     }
     for (key, refs) in &r.forgotten_working_refs {
         println!("forgot {key}'s working ref {}", refs.join(", "));
+    }
+    for (key, what) in &r.deleted_stores {
+        println!("deleted store {key} ({what})");
+    }
+    for (key, why) in &r.kept_stores {
+        println!("kept store {key}: {why}");
+    }
+    for key in &r.forgotten_stores {
+        println!("forgot store {key} (no owner marker)");
     }
     if !r.deleted_listings.is_empty() {
         println!("deleted {} orphan listing(s)", r.deleted_listings.len());

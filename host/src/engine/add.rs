@@ -24,6 +24,9 @@ pub struct AddRequest {
     pub pin: Option<PinMode>,
     /// The directory relative local paths are resolved against.
     pub cwd: PathBuf,
+    /// `--create` (experimental): make an empty store there first, marked as
+    /// this dataset's.
+    pub create: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +37,12 @@ pub struct AddReport {
     pub policy: Policy,
     /// Said once, at add: the kind is experimental.
     pub note: Option<String>,
+    /// `--create`: the store's initial state, and the working branch forked
+    /// at once on a bookmark.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_ref: Option<String>,
 }
 
 pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
@@ -105,7 +114,14 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         file: req.file.unwrap_or(defaults.file),
         pin: req.pin.unwrap_or(defaults.pin),
     };
-    let m = Manifest::new(&req.kind, locator, policy);
+    let mut m = Manifest::new(&req.kind, locator, policy);
+    let (created, working_ref) = if req.create {
+        let (state, working_ref) = create_store(repo, &plugin, &key, &locator_value).await?;
+        m.origin = crate::model::Origin::Created;
+        (Some(state), working_ref)
+    } else {
+        (None, None)
+    };
     manifest::write_manifest(&repo.layout.objects_dir(), &key, &m)?;
     let note = (descriptor.maturity == "experimental").then(|| {
         format!("the {} backend is experimental: it is tested against a fake of its service, not the service itself", req.kind)
@@ -116,7 +132,94 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         locator: locator_value,
         policy,
         note,
+        created,
+        working_ref,
     })
+}
+
+/// `add --create`: make the store (refused where anything exists), record it
+/// in `tether-created.jsonl` with the bookmark it was made on, and on a
+/// bookmark other than the trunk fork its working branch at once, so the
+/// first writable open lands on it. Journaled, so `undo add` can take a
+/// still-empty store away again.
+async fn create_store(
+    repo: &Repo,
+    plugin: &std::sync::Arc<crate::plugin::Plugin>,
+    key: &str,
+    locator: &Value,
+) -> Result<(Value, Option<String>)> {
+    let descriptor = plugin.descriptor();
+    if !descriptor.has("CREATE") {
+        return Err(TetherError::Refused(format!(
+            "the {} backend cannot create a store (no CREATE capability): make it with the              system's own tools, then `tether add` it without --create",
+            descriptor.kind
+        )));
+    }
+    let client = repo.client_for(plugin, locator);
+    let identity = client
+        .identity()
+        .await
+        .map_err(|e| TetherError::backend(key, e))?;
+    let mut ws = repo.workspace()?;
+    let journal = repo.journal()?;
+    let mut op =
+        journal.start(crate::oplog::NewOp::new("add").pre("key", serde_json::json!(key)))?;
+    let state = client
+        .create(repo.dataset_id())
+        .await
+        .map_err(|e| TetherError::backend(key, e))?;
+    op.progress(
+        serde_json::json!({"created_store": key, "kind": descriptor.kind, "locator": locator}),
+    )?;
+    let record = crate::oplog::index::CreatedStore {
+        dataset_id: repo.dataset_id().to_string(),
+        kind: descriptor.kind.clone(),
+        identity: identity.clone(),
+        locator: locator.clone(),
+        key: key.to_string(),
+        bookmark: ws.bookmark.clone(),
+        at: crate::model::time::now_timestamp(),
+    };
+    crate::oplog::index::append_created(repo.vcs.shared_dir(), &record)?;
+    let mut working_ref = None;
+    let on_bookmark = ws
+        .bookmark
+        .as_deref()
+        .is_some_and(|b| b != repo.config.trunk);
+    if on_bookmark && descriptor.has("FORK") {
+        let bookmark = ws.bookmark.clone().expect("on a bookmark");
+        let name = crate::model::ids::working_ref(repo.dataset_id(), &bookmark);
+        client
+            .fork(
+                &crate::plugin::Target::Base,
+                &name,
+                &crate::plugin::Expected::Absent,
+            )
+            .await
+            .map_err(|e| TetherError::backend(key, e))?;
+        op.progress(
+            serde_json::json!({"forked": key, "ref": name, "created": true, "reset_from": null}),
+        )?;
+        ws.working_refs.insert(key.to_string(), name.clone());
+        if let Some(s) = state.as_object() {
+            ws.fork_points.insert(key.to_string(), s.clone());
+        }
+        repo.save_workspace(&ws)?;
+        crate::oplog::index::append_touched(
+            repo.vcs.shared_dir(),
+            &crate::oplog::index::TouchedStore {
+                dataset_id: repo.dataset_id().to_string(),
+                kind: descriptor.kind.clone(),
+                identity,
+                locator: locator.clone(),
+                key: key.to_string(),
+                at: crate::model::time::now_timestamp(),
+            },
+        )?;
+        working_ref = Some(name);
+    }
+    op.finish(serde_json::json!({"summary": format!("created {key}")}))?;
+    Ok((state, working_ref))
 }
 
 /// A relative local path is resolved against the directory `add` ran in and

@@ -97,6 +97,32 @@ impl PreconditionChecker for Checker<'_> {
             .collect())
     }
 
+    fn store_empty(
+        &mut self,
+        _key: Option<&str>,
+        store: &Store,
+        ignore: &[String],
+    ) -> Result<Vec<String>, String> {
+        block(async {
+            let plugin = self
+                .repo
+                .plugin(&store.backend)
+                .await
+                .map_err(|e| e.to_string())?;
+            match self
+                .repo
+                .client_for(&plugin, &store.locator)
+                .is_ref_empty(ignore)
+                .await
+            {
+                Ok(Some(true)) => Ok(Vec::new()),
+                Ok(Some(false)) => Ok(vec!["refs or data beyond what the plan releases".into()]),
+                Ok(None) => Ok(vec!["the store cannot tell whether it is empty".into()]),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
     fn ref_present(&mut self, _key: &str, store: &Store, r#ref: &str) -> Result<bool, String> {
         if self.fingerprint(store, r#ref)?.is_none() {
             return Ok(false);

@@ -32,6 +32,8 @@ pub struct DropOptions {
     pub bookmark: String,
     pub to: Option<String>,
     pub force_prune: bool,
+    /// Experimental: also the stores this dataset created, by gc's five rules.
+    pub delete_stores: bool,
 }
 
 /// The `--json` shape of spec/09.
@@ -43,10 +45,11 @@ pub struct DropReport {
     pub gc: Option<GcReport>,
 }
 
-fn gc_options(force_prune: bool) -> GcOptions {
+fn gc_options(force_prune: bool, delete_stores: bool) -> GcOptions {
     GcOptions {
         prune_bookmarks: true,
         force_prune,
+        delete_stores,
         ..GcOptions::default()
     }
 }
@@ -97,6 +100,8 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     p.context.insert("to".into(), json!(here.then_some(&to)));
     p.context
         .insert("force_prune".into(), json!(opts.force_prune));
+    p.context
+        .insert("delete_stores".into(), json!(opts.delete_stores));
     p.context.insert(
         "commits".into(),
         json!(commits.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
@@ -162,10 +167,11 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     );
     let store = gc::plan_with(
         repo,
-        &gc_options(opts.force_prune),
+        &gc_options(opts.force_prune, opts.delete_stores),
         &Without {
             commits: gc::commit_set(&commits),
             bookmark: Some(b.clone()),
+            leaving: here,
         },
     )
     .await?;
@@ -185,6 +191,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     let b = ctx("bookmark").as_str().unwrap_or_default().to_string();
     let to = ctx("to").as_str().map(str::to_string);
     let force_prune = ctx("force_prune").as_bool().unwrap_or(false);
+    let delete_stores = ctx("delete_stores").as_bool().unwrap_or(false);
     let commits: Vec<CommitId> = ctx("commits")
         .as_array()
         .map(|a| {
@@ -245,10 +252,11 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     report.abandoned = commits.iter().map(|c| c.to_string()).collect();
     let store = gc::plan_with(
         repo,
-        &gc_options(force_prune),
+        &gc_options(force_prune, delete_stores),
         &Without {
             commits: gc::commit_set(&commits),
             bookmark: Some(b.clone()),
+            leaving: false,
         },
     )
     .await?;

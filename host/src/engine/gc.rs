@@ -44,6 +44,10 @@ pub struct GcOptions {
     pub prune_bookmarks: bool,
     pub keep_bookmarks: Vec<String>,
     pub force_prune: bool,
+    /// `--delete-stores` (experimental): stores this dataset created.
+    pub delete_stores: bool,
+    /// `--store KIND=LOCATOR`: a created store to judge by its marker alone.
+    pub stores: Vec<(String, String)>,
 }
 
 /// What `drop` adds to a gc plan: commits to count as gone, and the states
@@ -53,6 +57,9 @@ pub struct Without {
     pub commits: BTreeSet<String>,
     /// The bookmark being dropped: its branches are judged, not kept.
     pub bookmark: Option<String>,
+    /// This checkout is about to leave the bookmark: its working tree (the
+    /// bookmark's manifests) is no reference in the preview.
+    pub leaving: bool,
 }
 
 /// The `--json` shape after applying (spec/09).
@@ -89,6 +96,8 @@ struct StoreRef {
     keys: BTreeSet<String>,
     /// Whether a working tree of a live checkout names it now.
     current: bool,
+    /// Whether a manifest that survives (not only a dropped commit's) names it.
+    named: bool,
 }
 
 /// Everything the reference set names.
@@ -134,7 +143,7 @@ async fn references(
             }
         }
     }
-    for c in checkouts {
+    for c in checkouts.iter().filter(|c| !(c.current && without.leaving)) {
         for (k, m) in &c.manifests {
             sources.push((k.clone(), m.clone(), true, false));
         }
@@ -218,9 +227,11 @@ async fn references(
             locator: loc.clone(),
             keys: BTreeSet::new(),
             current: false,
+            named: false,
         });
+        entry.keys.insert(key.clone());
         if !dropped {
-            entry.keys.insert(key.clone());
+            entry.named = true;
         }
         if current {
             // The newest spelling of the store: a working tree's.
@@ -392,6 +403,24 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
         .cloned()
         .collect();
 
+    // Stores no manifest names any more that `--delete-stores` looks at:
+    // the ones this clone created or touched, and `--store KIND=LOCATOR`.
+    let mut refs = refs;
+    let mut candidates: BTreeMap<String, Candidate> = BTreeMap::new();
+    if opts.delete_stores || !opts.stores.is_empty() {
+        candidates = store_candidates(repo, opts, &descriptors).await?;
+        for (sid, c) in &candidates {
+            refs.stores.entry(sid.clone()).or_insert_with(|| StoreRef {
+                kind: c.kind.clone(),
+                identity: c.identity.clone(),
+                locator: c.locator.clone(),
+                keys: [c.key.clone()].into_iter().collect(),
+                current: false,
+                named: false,
+            });
+        }
+    }
+
     // Inventory every store, concurrently.
     let prune = opts.prune_bookmarks || without.bookmark.is_some();
     let mut calls = Vec::new();
@@ -400,7 +429,7 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
         let plugin = repo.plugin(&s.kind).await?;
         let client = repo.client_for(&plugin, &s.locator);
         let pins_too = d.has("PIN");
-        let branches_too = prune && d.has("FORK");
+        let branches_too = (prune || candidates.contains_key(sid)) && d.has("FORK");
         calls.push((sid.clone(), async move {
             let pins = if pins_too {
                 client.list_pins().await?
@@ -441,126 +470,29 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
         }
     }
 
+    let judge = Judge {
+        dataset: &dataset,
+        refs: &refs,
+        ours: &ours,
+        live_slugs: &live_slugs,
+        in_use: &in_use,
+        opts,
+        without,
+    };
     for (sid, inv) in &inventories {
         let s = &refs.stores[sid];
         let d = &descriptors[&s.kind];
-        let key = display_key(s);
-        let store = Store::new(&s.kind, s.locator.clone());
-        let mut foreign = 0usize;
-        for name in &inv.pins {
-            let full = format!("{}{name}", ids::REF_PREFIX);
-            let Some(parsed) = ids::parse_pin_ref(&full) else {
-                continue;
-            };
-            if parsed.dataset_id != dataset {
-                foreign += 1;
-                continue;
-            }
-            let pin_id = parsed.pin_id();
-            if refs.pins.contains(&pin_id) {
-                continue;
-            }
-            let base = Action::new(verb::UNPIN, &key)
-                .with_kind(&s.kind)
-                .with_target(&full)
-                .with_param("locator", s.locator.clone())
-                .with_param("pin_id", json!(pin_id));
-            let why = "no manifest in history references it";
-            p.push(if ours.contains(&pin_id) {
-                base.with_detail(why)
-            } else if opts.release_foreign {
-                base.with_detail(format!("{why}; not created by this clone"))
-            } else {
-                Action {
-                    verb: verb::KEEP_PIN.into(),
-                    ..base
-                }
-                .with_detail(format!(
-                    "{why}; not created by this clone -- another clone's commits may name it \
-                     (fetch them, or --release-foreign)"
-                ))
-            });
-        }
-        for (r, head, blocker) in &inv.branches {
-            let Some(parsed) = ids::parse_working_ref(r) else {
-                continue;
-            };
-            if parsed.dataset_id() != dataset {
-                foreign += 1;
-                continue;
-            }
-            let gone = match &parsed {
-                ids::WorkingRef::Bookmark { slug, .. } => {
-                    let live_here = live_slugs.contains(slug) && s.current;
-                    if live_here || in_use.contains(r) {
-                        continue;
-                    }
-                    if live_slugs.contains(slug) {
-                        format!("bookmark's branch that no current object uses ({slug})")
-                    } else {
-                        format!("bookmark {slug} (gone)")
-                    }
-                }
-                ids::WorkingRef::Legacy { workspace, .. } => {
-                    format!("legacy branch of workspace {workspace}")
-                }
-            };
-            let Some(head) = head else { continue };
-            let ck = content_key(head, d);
-            let has = |set: &BTreeMap<String, BTreeSet<String>>| {
-                set.get(sid).is_some_and(|states| states.contains(&ck))
-            };
-            let base_ck = inv.base.as_ref().map(|b| content_key(b, d));
-            let verdict: std::result::Result<&str, String> = if let Some(b) = blocker {
-                Err(format!("cannot be deleted: {b}"))
-            } else if base_ck.as_deref() == Some(ck.as_str()) {
-                Ok("nothing was ever written")
-            } else if has(&refs.pinned_states) {
-                Ok("head is pinned")
-            } else if without.bookmark.is_some() && has(&refs.dropped_states) {
-                Ok("head is a state a dropped commit pinned")
-            } else if d.has("BRANCH_IS_STORAGE") {
-                Err("branch is storage; deleting reclaims its data".into())
-            } else if has(&refs.recorded_states) {
-                Err("a --pin record state (only this branch keeps it reachable)".into())
-            } else {
-                Err(format!(
-                    "has unpinned writes ({})",
-                    super::commit::brief(head.as_object().unwrap_or(&Default::default()))
-                ))
-            };
-            let action = Action::new(verb::DELETE_BRANCH, &key)
-                .with_kind(&s.kind)
-                .with_target(r)
-                .with_param("locator", s.locator.clone())
-                .with_param("head", head.clone());
-            let forced = opts.force_prune;
-            let action = match verdict {
-                Ok(why) => action.with_detail(format!("{gone}; {why}")),
-                Err(why) if forced && !why.starts_with("cannot") => {
-                    action.with_detail(format!("{gone}; FORCED although it {why} (data lost)"))
-                }
-                Err(why) => Action {
-                    verb: verb::KEEP_BRANCH.into(),
-                    ..action
-                }
-                .with_detail(format!("{gone}; kept: {why} (--force-prune deletes)")),
-            };
-            if action.verb == verb::DELETE_BRANCH {
-                p.require(Precondition::RefHead {
-                    key: key.clone(),
-                    store: store.clone(),
-                    ref_name: r.clone(),
-                    expected: head.clone(),
-                });
-            }
-            p.push(action);
-        }
-        if foreign > 0 {
-            p.note(format!(
-                "{key}: {foreign} ref(s) of other datasets left alone"
-            ));
-        }
+        // A created store's branches are judged even without --prune-bookmarks:
+        // they decide whether the store can go.
+        let judge_branches = prune || (candidates.contains_key(sid) && !s.named);
+        judge.store(&mut p, sid, s, inv, d, judge_branches);
+    }
+    for (sid, c) in &candidates {
+        let Some(inv) = inventories.get(sid) else {
+            continue;
+        };
+        let s = &refs.stores[sid];
+        judge_candidate(repo, &mut p, sid, s, c, inv, &judge, &descriptors[&s.kind]).await?;
     }
     if prune {
         p.note(format!(
@@ -591,6 +523,419 @@ pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Resu
         }
     }
     Ok(p)
+}
+
+/// What every per-store verdict reads.
+struct Judge<'a> {
+    dataset: &'a str,
+    refs: &'a References,
+    ours: &'a BTreeSet<String>,
+    live_slugs: &'a BTreeSet<String>,
+    in_use: &'a BTreeSet<String>,
+    opts: &'a GcOptions,
+    without: &'a Without,
+}
+
+impl Judge<'_> {
+    /// The unpin / keep-pin verdicts for a store's pins, and (with
+    /// `branches`) the delete-branch / keep-branch verdicts of spec/07's table
+    /// for its `tether.ws.*` branches. Every action carries `params.store`.
+    fn store(
+        &self,
+        p: &mut Plan,
+        sid: &str,
+        s: &StoreRef,
+        inv: &Inventory,
+        d: &Descriptor,
+        branches: bool,
+    ) {
+        let key = display_key(s);
+        let store = Store::new(&s.kind, s.locator.clone());
+        let mut foreign = 0usize;
+        for name in &inv.pins {
+            let full = format!("{}{name}", ids::REF_PREFIX);
+            let Some(parsed) = ids::parse_pin_ref(&full) else {
+                continue;
+            };
+            if parsed.dataset_id != self.dataset {
+                foreign += 1;
+                continue;
+            }
+            let pin_id = parsed.pin_id();
+            if self.refs.pins.contains(&pin_id) {
+                continue;
+            }
+            let base = Action::new(verb::UNPIN, &key)
+                .with_kind(&s.kind)
+                .with_target(&full)
+                .with_param("locator", s.locator.clone())
+                .with_param("store", json!(sid))
+                .with_param("pin_id", json!(pin_id));
+            let why = "no manifest in history references it";
+            p.push(if self.ours.contains(&pin_id) {
+                base.with_detail(why)
+            } else if self.opts.release_foreign {
+                base.with_detail(format!("{why}; not created by this clone"))
+            } else {
+                Action {
+                    verb: verb::KEEP_PIN.into(),
+                    ..base
+                }
+                .with_detail(format!(
+                    "{why}; not created by this clone -- another clone's commits may name it \
+                     (fetch them, or --release-foreign)"
+                ))
+            });
+        }
+        for (r, head, blocker) in inv.branches.iter().filter(|_| branches) {
+            let Some(parsed) = ids::parse_working_ref(r) else {
+                continue;
+            };
+            if parsed.dataset_id() != self.dataset {
+                foreign += 1;
+                continue;
+            }
+            let gone = match &parsed {
+                ids::WorkingRef::Bookmark { slug, .. } => {
+                    let live_here = self.live_slugs.contains(slug) && s.current;
+                    if live_here || self.in_use.contains(r) {
+                        continue;
+                    }
+                    if self.live_slugs.contains(slug) {
+                        format!("bookmark's branch that no current object uses ({slug})")
+                    } else {
+                        format!("bookmark {slug} (gone)")
+                    }
+                }
+                ids::WorkingRef::Legacy { workspace, .. } => {
+                    format!("legacy branch of workspace {workspace}")
+                }
+            };
+            let Some(head) = head else { continue };
+            let ck = content_key(head, d);
+            let has = |set: &BTreeMap<String, BTreeSet<String>>| {
+                set.get(sid).is_some_and(|states| states.contains(&ck))
+            };
+            let base_ck = inv.base.as_ref().map(|b| content_key(b, d));
+            let verdict: std::result::Result<&str, String> = if let Some(b) = blocker {
+                Err(format!("cannot be deleted: {b}"))
+            } else if base_ck.as_deref() == Some(ck.as_str()) {
+                Ok("nothing was ever written")
+            } else if has(&self.refs.pinned_states) {
+                Ok("head is pinned")
+            } else if self.without.bookmark.is_some() && has(&self.refs.dropped_states) {
+                Ok("head is a state a dropped commit pinned")
+            } else if d.has("BRANCH_IS_STORAGE") {
+                Err("branch is storage; deleting reclaims its data".into())
+            } else if has(&self.refs.recorded_states) {
+                Err("a --pin record state (only this branch keeps it reachable)".into())
+            } else {
+                Err(format!(
+                    "has unpinned writes ({})",
+                    super::commit::brief(head.as_object().unwrap_or(&Default::default()))
+                ))
+            };
+            let action = Action::new(verb::DELETE_BRANCH, &key)
+                .with_kind(&s.kind)
+                .with_target(r)
+                .with_param("locator", s.locator.clone())
+                .with_param("store", json!(sid))
+                .with_param("head", head.clone());
+            let action = match verdict {
+                Ok(why) => action.with_detail(format!("{gone}; {why}")),
+                Err(why) if self.opts.force_prune && !why.starts_with("cannot") => {
+                    action.with_detail(format!("{gone}; FORCED although it {why} (data lost)"))
+                }
+                Err(why) => Action {
+                    verb: verb::KEEP_BRANCH.into(),
+                    ..action
+                }
+                .with_detail(format!("{gone}; kept: {why} (--force-prune deletes)")),
+            };
+            if action.verb == verb::DELETE_BRANCH {
+                p.require(Precondition::RefHead {
+                    key: key.clone(),
+                    store: store.clone(),
+                    ref_name: r.clone(),
+                    expected: head.clone(),
+                });
+            }
+            p.push(action);
+        }
+        if foreign > 0 {
+            p.note(format!(
+                "{key}: {foreign} ref(s) of other datasets left alone"
+            ));
+        }
+    }
+}
+
+/// A store `--delete-stores` considers: one this clone created or touched,
+/// or one named with `--store`.
+struct Candidate {
+    kind: String,
+    identity: Value,
+    locator: Value,
+    key: String,
+    /// In `tether-created.jsonl`, with the bookmark it was made on.
+    created: Option<Option<String>>,
+    touched: bool,
+    /// Named on the command line: a store with no marker is refused.
+    named: bool,
+}
+
+async fn store_candidates(
+    repo: &Repo,
+    opts: &GcOptions,
+    descriptors: &BTreeMap<String, Descriptor>,
+) -> Result<BTreeMap<String, Candidate>> {
+    let dataset = repo.dataset_id();
+    let mut out: BTreeMap<String, Candidate> = BTreeMap::new();
+    if opts.delete_stores {
+        for c in index::read_created(repo.vcs.shared_dir(), Some(dataset))? {
+            out.insert(
+                store_id(&c.kind, &c.identity),
+                Candidate {
+                    kind: c.kind,
+                    identity: c.identity,
+                    locator: c.locator,
+                    key: c.key,
+                    created: Some(c.bookmark),
+                    touched: false,
+                    named: false,
+                },
+            );
+        }
+        for t in index::read_touched(repo.vcs.shared_dir(), Some(dataset))? {
+            out.entry(store_id(&t.kind, &t.identity))
+                .and_modify(|c| c.touched = true)
+                .or_insert(Candidate {
+                    kind: t.kind,
+                    identity: t.identity,
+                    locator: t.locator,
+                    key: t.key,
+                    created: None,
+                    touched: true,
+                    named: false,
+                });
+        }
+    }
+    for (kind, uri) in &opts.stores {
+        let d = descriptors
+            .get(kind)
+            .ok_or_else(|| TetherError::UnknownKind {
+                kind: kind.clone(),
+                known: descriptors.keys().cloned().collect::<Vec<_>>().join(", "),
+            })?;
+        let field = d
+            .storage_keys
+            .first()
+            .or(d.local_path_keys.first())
+            .cloned()
+            .unwrap_or_else(|| "uri".into());
+        let locator = json!({ field: uri });
+        let plugin = repo.plugin(kind).await?;
+        let identity = repo
+            .client_for(&plugin, &locator)
+            .identity()
+            .await
+            .map_err(|e| TetherError::backend(uri, e))?;
+        let sid = store_id(kind, &identity);
+        let entry = out.entry(sid).or_insert(Candidate {
+            kind: kind.clone(),
+            identity,
+            locator,
+            key: uri.clone(),
+            created: None,
+            touched: false,
+            named: true,
+        });
+        entry.named = true;
+    }
+    Ok(out)
+}
+
+/// spec/07's five rules for one created store: delete-store only when its
+/// marker names this dataset, nothing names it, every ref of ours in it is
+/// accounted for and released by this plan, and the backend says nothing
+/// else remains; otherwise keep-store (or forget-store / forget-touched).
+#[allow(clippy::too_many_arguments)]
+async fn judge_candidate(
+    repo: &Repo,
+    p: &mut Plan,
+    sid: &str,
+    s: &StoreRef,
+    c: &Candidate,
+    inv: &Inventory,
+    judge: &Judge<'_>,
+    d: &Descriptor,
+) -> Result<()> {
+    let plugin = repo.plugin(&c.kind).await?;
+    let client = repo.client_for(&plugin, &c.locator);
+    let key = display_key(s);
+    let base = |verb: &str| {
+        Action::new(verb, &key)
+            .with_kind(&c.kind)
+            .with_target(canonical::to_string(&c.identity))
+            .with_param("locator", c.locator.clone())
+            .with_param("identity", c.identity.clone())
+            .with_param("store", json!(sid))
+    };
+    // What this plan already releases in the store.
+    let released: Vec<String> = p
+        .actions
+        .iter()
+        .filter(|a| {
+            a.params.get("store").and_then(Value::as_str) == Some(sid)
+                && matches!(a.verb.as_str(), verb::UNPIN | verb::DELETE_BRANCH)
+        })
+        .map(|a| a.target.clone())
+        .collect();
+    let ours_left = inv.pins.iter().any(|n| {
+        ids::parse_pin_ref(&format!("{}{n}", ids::REF_PREFIX))
+            .is_some_and(|pr| pr.dataset_id == judge.dataset)
+    }) || inv.branches.iter().any(|(r, _, _)| {
+        ids::parse_working_ref(r).is_some_and(|w| w.dataset_id() == judge.dataset)
+    });
+    let all_released = |names: &[String]| {
+        let pins_done = inv.pins.iter().all(|n| {
+            let full = format!("{}{n}", ids::REF_PREFIX);
+            match ids::parse_pin_ref(&full) {
+                Some(pr) if pr.dataset_id == judge.dataset => names.contains(&full),
+                _ => true,
+            }
+        });
+        let branches_done = inv
+            .branches
+            .iter()
+            .all(|(r, _, _)| match ids::parse_working_ref(r) {
+                Some(w) if w.dataset_id() == judge.dataset => names.contains(r),
+                _ => true,
+            });
+        pins_done && branches_done
+    };
+    if c.touched && c.created.is_none() && !c.named {
+        if !ours_left || all_released(&released) {
+            p.push(
+                base(verb::FORGET_TOUCHED).with_detail("nothing of this dataset's is left in it"),
+            );
+        }
+        return Ok(());
+    }
+    if !d.has("CREATE") {
+        p.note(format!(
+            "{key}: the {} backend cannot delete a store",
+            c.kind
+        ));
+        return Ok(());
+    }
+    let owner = match client.owner().await {
+        Ok(o) => o,
+        Err(e) => {
+            p.push(
+                base(verb::KEEP_STORE).with_detail(format!("cannot tell its owner ({e}): kept")),
+            );
+            return Ok(());
+        }
+    };
+    match owner.as_deref() {
+        None if c.named => {
+            p.note(format!(
+                "{key}: refused: it has no owner marker, so tether did not create it"
+            ));
+            return Ok(());
+        }
+        None => {
+            p.push(
+                base(verb::FORGET_STORE)
+                    .with_detail("no owner marker in it: only dropped from tether-created.jsonl"),
+            );
+            return Ok(());
+        }
+        Some(o) if o != judge.dataset => {
+            p.note(format!(
+                "{key}: its owner marker names dataset {o}; left alone"
+            ));
+            return Ok(());
+        }
+        Some(_) => {}
+    }
+    // Rule 2: no manifest names it.
+    if s.named {
+        p.push(
+            base(verb::KEEP_STORE)
+                .with_detail("a manifest in history or a live working tree names it"),
+        );
+        return Ok(());
+    }
+    // Rule 3: every ref of ours in it is one this clone can account for.
+    if !judge.opts.force_prune {
+        let created_on = c.created.clone().flatten().map(|b| ids::bookmark_slug(&b));
+        let mut strangers = Vec::new();
+        for n in &inv.pins {
+            let full = format!("{}{n}", ids::REF_PREFIX);
+            if let Some(pr) = ids::parse_pin_ref(&full)
+                && pr.dataset_id == judge.dataset
+                && !judge.ours.contains(&pr.pin_id())
+            {
+                strangers.push(full);
+            }
+        }
+        for (r, _, _) in &inv.branches {
+            if let Some(ids::WorkingRef::Bookmark {
+                dataset_id, slug, ..
+            }) = ids::parse_working_ref(r)
+                && dataset_id == judge.dataset
+                && created_on.as_deref() != Some(slug.as_str())
+                && !judge.live_slugs.contains(&slug)
+                && !judge.in_use.contains(r)
+            {
+                strangers.push(r.clone());
+            }
+        }
+        if !strangers.is_empty() {
+            p.push(base(verb::KEEP_STORE).with_detail(format!(
+                "refs this clone cannot account for ({}): another clone may be at work in it \
+                 (--force-prune overrides)",
+                strangers.join(", ")
+            )));
+            return Ok(());
+        }
+    }
+    // Rule 4: everything of ours in it goes in this plan.
+    if !all_released(&released) {
+        p.push(base(verb::KEEP_STORE).with_detail(
+            "refs of this dataset in it stay (a kept branch or pin; --prune-bookmarks / \
+             --force-prune release them)",
+        ));
+        return Ok(());
+    }
+    // Rule 5: the backend confirms nothing else remains.
+    match client.is_ref_empty(&released).await {
+        Ok(Some(true)) => {
+            p.require(Precondition::StoreEmpty {
+                key: Some(key.clone()),
+                store: Store::new(&c.kind, c.locator.clone()),
+                ignore: released.clone(),
+            });
+            p.push(
+                base(verb::DELETE_STORE)
+                    .with_detail("created by this dataset; nothing else remains"),
+            );
+        }
+        Ok(_) => {
+            p.push(base(verb::KEEP_STORE).with_detail(
+                "something else remains in it (writes on its base branch, foreign refs, files)",
+            ));
+        }
+        Err(e) => {
+            p.push(
+                base(verb::KEEP_STORE)
+                    .with_detail(format!("cannot tell whether it is empty ({e})")),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn display_key(s: &StoreRef) -> String {
@@ -788,6 +1133,54 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             }
         }
     }
+    // Created stores last: each asked once more, with nothing ignored, then
+    // the backend checks owner and emptiness itself.
+    let shared = repo.vcs.shared_dir().to_path_buf();
+    let dataset = repo.dataset_id().to_string();
+    for a in &plan.actions {
+        let identity = a.params.get("identity").cloned().unwrap_or(Value::Null);
+        match a.verb.as_str() {
+            verb::KEEP_STORE => {
+                report.kept_stores.insert(a.key.clone(), a.detail.clone());
+            }
+            verb::FORGET_STORE => {
+                index::remove_created(&shared, &dataset, &a.kind, &identity)?;
+                report.forgotten_stores.push(a.key.clone());
+            }
+            verb::FORGET_TOUCHED => {
+                index::remove_touched(&shared, &dataset, &a.kind, &identity)?;
+            }
+            verb::DELETE_STORE => {
+                let plugin = repo.plugin(&a.kind).await?;
+                let client =
+                    repo.client_for(&plugin, a.params.get("locator").unwrap_or(&Value::Null));
+                let outcome = match client.is_ref_empty(&[]).await {
+                    Ok(Some(true)) => client.delete_store(&dataset).await,
+                    Ok(_) => Err(BackendError::Other(
+                        "something appeared in it since the plan; kept".into(),
+                    )),
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(()) => {
+                        op.progress(
+                            json!({"deleted_store": a.key, "kind": a.kind, "identity": identity}),
+                        )?;
+                        index::remove_created(&shared, &dataset, &a.kind, &identity)?;
+                        index::remove_touched(&shared, &dataset, &a.kind, &identity)?;
+                        report
+                            .deleted_stores
+                            .insert(a.key.clone(), a.target.clone());
+                    }
+                    Err(e) => {
+                        report.failed.insert(a.key.clone(), e.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     let unpinned: usize = report.unpinned.values().map(Vec::len).sum();
     let summary = format!(
         "unpinned {unpinned}, deleted {} branch(es), {} listing(s)",
