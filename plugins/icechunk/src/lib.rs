@@ -1,0 +1,905 @@
+//! # tether-plugin-icechunk: Icechunk repositories
+//!
+//! Kind `icechunk` (spec/11, "`icechunk`: Icechunk repositories"): a
+//! Forkable backend over an Icechunk repository of **spec version 2** (what
+//! icechunk 2.x writes), read and written directly in Icechunk's own storage
+//! layout through the host's `storage` capability. There is no Icechunk
+//! library inside: the layout, byte formats and update protocol are those of
+//! research/icechunk.md, checked against icechunk 2.3 (and verified by the
+//! interop tests, which drive the real Python `icechunk` against what this
+//! plugin writes).
+//!
+//! ## Locator and state
+//!
+//! ```json
+//! {"uri": "/data/cube.icechunk", "branch": "main", "region": "eu-west-1", "at": "<snapshot id, tag or branch>"}
+//! ```
+//!
+//! `uri` is a local path or `s3://bucket/prefix` (a storage key, and for
+//! local paths a tree key so the identity resolves symlinks); `branch` is the
+//! upstream branch (default `main`); `region` is for S3 and does not name the
+//! store. The identity is `{"uri": <resolved uri>}`. A state is
+//! `{"snapshot_id": "<20 base32 chars>"}`, the branch head.
+//!
+//! ## Refs
+//!
+//! - Pins are tags `tether.<pin_id>`. Icechunk never lets a deleted tag's name
+//!   be used again (`Repo.deleted_tags`), so when `tether.<pin_id>` has been
+//!   deleted the pin moves to the next free generation `tether.<pin_id>.2`,
+//!   `.3`, ... up to `.1000`. A pin resolves through its live generation
+//!   (the one tag of the id that exists), and `verify` says which.
+//! - Working refs are branches `tether.ws.*`, created at the source snapshot
+//!   or reset onto it; promote resets the base branch after checking that
+//!   its head is an ancestor of the source (a fast-forward).
+//!
+//! Every ref change rewrites the `repo` object by the update protocol
+//! ([`repo::Store::update`]): backup of the old object under `overwritten/`,
+//! an ops-log entry with a strictly increasing timestamp, and a put
+//! conditional on the etag read, retried from a fresh read when another
+//! writer got there first. On object stores that makes ref moves atomic
+//! (`CONDITIONAL_REF`); Icechunk's own local-filesystem writer does not do
+//! conditional puts, so local repositories lack `CONDITIONAL_REF`.
+//!
+//! ## What is refused
+//!
+//! Spec version 1 repositories (no `repo` object, `refs/` JSON files) and
+//! any file declaring a spec version above 2, with a clear error; ref writes
+//! on a repository whose status is not online; tag writes when Icechunk's
+//! `create_tag`/`delete_tag` feature flags are disabled.
+
+mod fb;
+mod format;
+mod harness;
+mod repo;
+mod snapshot;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tether_sdk::storage::StorageError;
+use tether_sdk::{
+    Backend, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result,
+    Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
+};
+
+pub use harness::IcechunkHarness;
+use format::Id12;
+use repo::{Edit, Field, Repo, Store, update};
+use snapshot::{Changes, NodeKind};
+
+/// Capabilities of every icechunk object. `CONDITIONAL_REF` is added per
+/// object for object stores (see [`IcechunkBackend::effective_capabilities`]).
+pub const CAPABILITIES: &[&str] = &[
+    cap::FINGERPRINT,
+    cap::ADDRESSABLE,
+    cap::PIN,
+    cap::FORK,
+    cap::CHEAP_FINGERPRINT,
+    cap::ATOMIC_REF,
+    cap::DIFF,
+    cap::HISTORY,
+    cap::PROMOTE,
+    cap::CREATE,
+];
+
+/// The repository metadata key holding the dataset that created the store.
+pub const OWNER_KEY: &str = "tether.owner";
+
+/// The highest pin generation (`tether.<id>.1000`).
+const MAX_GENERATION: u32 = 1000;
+
+/// Icechunk's own top-level names: all `delete_store` may remove.
+const ICECHUNK_NAMES: &[&str] = &[
+    "repo",
+    "snapshots/",
+    "transactions/",
+    "manifests/",
+    "chunks/",
+    "overwritten/",
+];
+
+#[derive(Deserialize)]
+struct Locator {
+    uri: String,
+    #[serde(default = "default_branch")]
+    branch: String,
+    #[serde(default)]
+    at: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)] // S3's region: the host resolves access, not the plugin.
+    region: Option<String>,
+}
+
+fn default_branch() -> String {
+    "main".to_owned()
+}
+
+impl Locator {
+    /// The storage URI: `file://` folded, trailing slashes gone.
+    fn storage_uri(&self) -> String {
+        let uri = match self.uri.strip_prefix("file://") {
+            Some(rest) => rest.strip_prefix("localhost").unwrap_or(rest),
+            None => &self.uri,
+        };
+        let trimmed = uri.trim_end_matches('/');
+        if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
+    }
+
+    fn is_local(&self) -> bool {
+        self.storage_uri().starts_with('/')
+    }
+}
+
+#[derive(Deserialize)]
+struct State {
+    snapshot_id: String,
+}
+
+fn state_json(id: Id12) -> Value {
+    json!({ "snapshot_id": id.to_string() })
+}
+
+fn snapshot_id(state: &Value) -> Result<Id12> {
+    let text = tether_sdk::state::<State>(state)?.snapshot_id;
+    Id12::parse(&text).ok_or_else(|| {
+        Error::invalid(format!(
+            "{text:?} is not an Icechunk snapshot id (20 base32 characters)"
+        ))
+    })
+}
+
+fn open(locator: &Value) -> Result<(Locator, Store)> {
+    let loc: Locator = tether_sdk::locator(locator)?;
+    let store = Store::open(&loc.storage_uri())?;
+    Ok((loc, store))
+}
+
+/// The tag a pin generation is called: `tether.<id>`, then `tether.<id>.N`.
+fn generation_tag(pin_id: &str, generation: u32) -> String {
+    match generation {
+        1 => format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX),
+        n => format!("{}{pin_id}.{n}", tether_sdk::PIN_REF_PREFIX),
+    }
+}
+
+/// The pin id a `tether.` tag belongs to (generation suffix removed).
+fn pin_of_tag(tag: &str) -> Option<&str> {
+    let rest = tag.strip_prefix(tether_sdk::PIN_REF_PREFIX)?;
+    if rest.starts_with("ws.") {
+        return None;
+    }
+    if let Some((id, generation)) = rest.rsplit_once('.') {
+        // A generation is 2..=1000 without leading zeros; a pin id's last
+        // segment is a 16-digit hash, so the two cannot be confused.
+        let is_generation = generation.len() <= 4
+            && !generation.starts_with('0')
+            && generation
+                .parse::<u32>()
+                .is_ok_and(|n| (2..=MAX_GENERATION).contains(&n));
+        if is_generation && id.contains('.') {
+            return Some(id);
+        }
+    }
+    Some(rest)
+}
+
+/// Every existing tag of `pin_id` (normally one: the live generation).
+fn pin_tags<'a>(repo: &'a Repo, pin_id: &str) -> Vec<(&'a String, Id12)> {
+    repo.tags
+        .iter()
+        .filter(|(name, _)| pin_of_tag(name) == Some(pin_id))
+        .map(|(name, id)| (name, *id))
+        .collect()
+}
+
+/// The tag a pin resolves through: the one it was given if it still
+/// exists, else the live generation of its id.
+fn live_pin_tag(repo: &Repo, pin: &PinRef) -> Option<(String, Id12)> {
+    if let Some(id) = repo.tags.get(&pin.ref_) {
+        return Some((pin.ref_.clone(), *id));
+    }
+    pin_tags(repo, &pin.id)
+        .into_iter()
+        .next()
+        .map(|(n, id)| (n.clone(), id))
+}
+
+/// A revision as the locator's `at` and `history --at` accept it: a
+/// snapshot id, a tag or a branch.
+fn resolve_rev(repo: &Repo, rev: &str) -> Result<Id12> {
+    if let Some(id) = Id12::parse(rev).filter(|id| repo.snapshots.contains_key(id)) {
+        return Ok(id);
+    }
+    if let Some(id) = repo.tags.get(rev).or_else(|| repo.branches.get(rev)) {
+        return Ok(*id);
+    }
+    Err(Error::not_found(format!(
+        "{rev:?} is no snapshot id, tag or branch of this Icechunk repository"
+    )))
+}
+
+fn branch_head(repo: &Repo, name: &str) -> Result<Id12> {
+    repo.branches
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::not_found(format!("branch {name} does not exist")))
+}
+
+/// The base head: the locator's `at` when set, else its branch.
+fn base_head(repo: &Repo, loc: &Locator) -> Result<Id12> {
+    match &loc.at {
+        Some(at) => resolve_rev(repo, at),
+        None => branch_head(repo, &loc.branch),
+    }
+}
+
+/// The snapshot a target names.
+fn resolve(repo: &Repo, loc: &Locator, target: &Target) -> Result<Id12> {
+    let id = match target {
+        Target::Base => base_head(repo, loc)?,
+        Target::WorkingRef(name) => branch_head(repo, name)?,
+        Target::Pinned(pin) => {
+            live_pin_tag(repo, pin)
+                .ok_or_else(|| {
+                    Error::not_found(format!("pin {} has no tag ({} is gone)", pin.id, pin.ref_))
+                })?
+                .1
+        }
+        Target::Recorded(state) => snapshot_id(state)?,
+    };
+    if !repo.snapshots.contains_key(&id) {
+        return Err(Error::not_found(format!(
+            "snapshot {id} is not in this Icechunk repository (expired?)"
+        )));
+    }
+    Ok(id)
+}
+
+fn name_field(name: &str) -> Field {
+    Field::Str(name.to_owned())
+}
+
+/// The icechunk backend. Stateless: everything is in the repository.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IcechunkBackend;
+
+impl IcechunkBackend {
+    /// Move branch `name` onto what `next` decides from its current head,
+    /// checked against `expected` on every attempt of the update protocol.
+    fn move_branch(
+        store: &Store,
+        name: &str,
+        expected: &Expected,
+        mut next: impl FnMut(&Repo, Option<Id12>) -> Result<Option<Id12>>,
+    ) -> Result<Id12> {
+        store.update(|repo| {
+            let head = repo.branches.get(name).copied();
+            check_expected(
+                &format!("branch {name}"),
+                head.map(state_json).as_ref(),
+                expected,
+                &[],
+            )?;
+            let target = match next(repo, head)? {
+                Some(target) if Some(target) != head => target,
+                _ => {
+                    return head
+                        .map(Edit::Keep)
+                        .ok_or_else(|| Error::not_found(format!("branch {name} does not exist")));
+                }
+            };
+            repo.branches.insert(name.to_owned(), target);
+            Ok(match head {
+                None => Edit::Write(target, update::BRANCH_CREATED, vec![name_field(name)]),
+                Some(previous) => Edit::Write(
+                    target,
+                    update::BRANCH_RESET,
+                    vec![name_field(name), Field::Id(previous)],
+                ),
+            })
+        })
+    }
+
+    fn refuse_base(loc: &Locator, name: &str, what: &str) -> Result<()> {
+        if name == loc.branch || name == "main" {
+            return Err(Error::backend(format!("{what} refuses the base branch {name}")));
+        }
+        Ok(())
+    }
+
+    /// Whether the store is only what `create` made, ignoring `ignoring`.
+    fn ref_empty(loc: &Locator, repo: &Repo, ignoring: &[String]) -> bool {
+        let stray_branch = repo
+            .branches
+            .keys()
+            .any(|b| *b != loc.branch && b != "main" && !ignoring.contains(b));
+        let stray_tag = repo.tags.keys().any(|t| !ignoring.contains(t));
+        let base_initial = repo.branches.get(&loc.branch) == Some(&Id12::INITIAL)
+            && repo.branches.get("main") == Some(&Id12::INITIAL);
+        !stray_branch && !stray_tag && base_initial
+    }
+}
+
+impl Backend for IcechunkBackend {
+    fn describe(&self) -> Descriptor {
+        Descriptor {
+            storage_keys: vec!["uri".into()],
+            tree_keys: vec!["uri".into()],
+            local_path_keys: vec!["uri".into()],
+            promote_hint: "The base branch has moved since the fork, and Icechunk cannot merge \
+                           branches: fork again from the new base and redo the writes there."
+                .into(),
+            ..descriptor("icechunk", CAPABILITIES)
+        }
+    }
+
+    fn validate_locator(&self, locator: &Value) -> Result<()> {
+        let loc: Locator = tether_sdk::locator(locator)?;
+        let uri = loc.storage_uri();
+        if loc.uri.is_empty() {
+            return Err(Error::invalid(
+                "an icechunk locator needs `uri`: a local path or s3://bucket/prefix",
+            ));
+        }
+        if let Some((scheme, rest)) = uri.split_once("://") {
+            // `memory://` is the host's in-process bucket (tests, conformance).
+            if scheme != "s3" && scheme != "memory" {
+                return Err(Error::invalid(format!(
+                    "{}: the icechunk backend takes a local path or s3://bucket/prefix, \
+                     not {scheme}://",
+                    loc.uri
+                )));
+            }
+            if rest.split('/').next().is_none_or(str::is_empty) {
+                return Err(Error::invalid(format!(
+                    "{}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)",
+                    loc.uri
+                )));
+            }
+        } else if !uri.starts_with('/') {
+            return Err(Error::invalid(format!(
+                "{}: a local icechunk uri must be an absolute path",
+                loc.uri
+            )));
+        }
+        if loc.branch.is_empty() {
+            return Err(Error::invalid("locator `branch` must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn identity(&self, locator: &Value) -> Result<Value> {
+        let loc: Locator = tether_sdk::locator(locator)?;
+        let uri = if loc.is_local() {
+            tree::realpath(&loc.storage_uri())?
+        } else {
+            loc.storage_uri()
+        };
+        Ok(json!({ "uri": uri }))
+    }
+
+    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
+        let loc: Locator = tether_sdk::locator(locator)?;
+        let mut caps = self.describe().capabilities;
+        if policy.get("pin").and_then(Value::as_str) == Some("record") {
+            caps.retain(|c| c != cap::PIN);
+        }
+        // Icechunk's local-filesystem writer puts `repo` unconditionally, so
+        // only object stores make a reviewed ref move atomic.
+        if !loc.is_local() {
+            caps.push(cap::CONDITIONAL_REF.to_owned());
+        }
+        Ok(caps)
+    }
+
+    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let id = match working_ref {
+            Some(name) => branch_head(&repo, name)?,
+            None => base_head(&repo, &loc)?,
+        };
+        Ok(state_json(id))
+    }
+
+    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+        let (_, store) = open(locator)?;
+        let id = snapshot_id(state)?;
+        let (tag, created) = store.update(|repo| {
+            if !repo.snapshots.contains_key(&id) {
+                return Err(Error::not_found(format!(
+                    "snapshot {id} is not in this Icechunk repository; cannot pin it"
+                )));
+            }
+            // The live generation: the first whose name Icechunk has not
+            // tombstoned.
+            let Some(tag) = (1..=MAX_GENERATION)
+                .map(|g| generation_tag(pin_id, g))
+                .find(|t| !repo.deleted_tags.contains(t))
+            else {
+                return Err(Error::backend(format!(
+                    "every generation of tether.{pin_id} up to .{MAX_GENERATION} has been \
+                     deleted; this pin id cannot be used again in this repository"
+                )));
+            };
+            match repo.tags.get(&tag) {
+                Some(at) if *at == id => Ok(Edit::Keep((tag, false))),
+                Some(at) => Err(Error::backend(format!(
+                    "tag {tag} exists at snapshot {at}, not {id}; a pin never moves"
+                ))),
+                None => {
+                    if repo.flag_disabled(repo::FLAG_CREATE_TAG) {
+                        return Err(Error::backend(
+                            "this Icechunk repository has tag creation disabled \
+                             (feature flag create_tag)",
+                        ));
+                    }
+                    repo.tags.insert(tag.clone(), id);
+                    let field = name_field(&tag);
+                    Ok(Edit::Write((tag, true), update::TAG_CREATED, vec![field]))
+                }
+            }
+        })?;
+        Ok(PinRef {
+            id: pin_id.to_owned(),
+            ref_: tag,
+            created,
+        })
+    }
+
+    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+        let (_, store) = open(locator)?;
+        // One tag per write (one ops-log entry each); normally there is one.
+        loop {
+            let deleted = store.update(|repo| {
+                let Some((tag, previous)) = live_pin_tag(repo, pin) else {
+                    return Ok(Edit::Keep(false));
+                };
+                if repo.flag_disabled(repo::FLAG_DELETE_TAG) {
+                    return Err(Error::backend(
+                        "this Icechunk repository has tag deletion disabled \
+                         (feature flag delete_tag)",
+                    ));
+                }
+                repo.tags.remove(&tag);
+                repo.deleted_tags.insert(tag.clone());
+                Ok(Edit::Write(
+                    true,
+                    update::TAG_DELETED,
+                    vec![Field::Str(tag), Field::Id(previous)],
+                ))
+            })?;
+            if !deleted {
+                return Ok(());
+            }
+        }
+    }
+
+    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let ids: BTreeSet<&str> = repo.tags.keys().filter_map(|t| pin_of_tag(t)).collect();
+        Ok(ids.into_iter().map(str::to_owned).collect())
+    }
+
+    fn verify(
+        &self,
+        locator: &Value,
+        state: &Value,
+        pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let id = snapshot_id(state)?;
+        let report = |status, message: String| Ok(VerifyReport { status, message });
+        let readable = |id: Id12| -> Result<bool> {
+            Ok(repo.snapshots.contains_key(&id)
+                && store.bucket.exists(&snapshot::snapshot_key(id))?)
+        };
+        if let Some(pin) = pin {
+            let Some((tag, at)) = live_pin_tag(&repo, pin) else {
+                let tombstoned = repo.deleted_tags.contains(&pin.ref_);
+                return report(
+                    VerifyStatus::Missing,
+                    format!(
+                        "tag {} is gone{}",
+                        pin.ref_,
+                        if tombstoned {
+                            " (deleted; `tether repair` pins it again as the next generation)"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+            };
+            if at != id {
+                return report(
+                    VerifyStatus::Drifted,
+                    format!("tag {tag} points at snapshot {at} instead of {id}"),
+                );
+            }
+            if deep && !readable(id)? {
+                return report(
+                    VerifyStatus::Missing,
+                    format!("snapshot {id} is gone (expired?); tag {tag} remains"),
+                );
+            }
+            return report(VerifyStatus::Ok, format!("pinned as {tag}"));
+        }
+        if !deep {
+            return report(VerifyStatus::Unknown, "no pin to check".into());
+        }
+        if readable(id)? {
+            report(VerifyStatus::Ok, format!("snapshot {id} is readable"))
+        } else {
+            report(VerifyStatus::Missing, format!("snapshot {id} is gone"))
+        }
+    }
+
+    fn fork(
+        &self,
+        locator: &Value,
+        source: &Target,
+        name: &str,
+        expected: &Expected,
+    ) -> Result<String> {
+        let (loc, store) = open(locator)?;
+        Self::refuse_base(&loc, name, "fork")?;
+        Self::move_branch(&store, name, expected, |repo, _| {
+            resolve(repo, &loc, source).map(Some)
+        })?;
+        Ok(name.to_owned())
+    }
+
+    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+        let (loc, store) = open(locator)?;
+        Self::refuse_base(&loc, working_ref, "delete_working_ref")?;
+        store.update(|repo| {
+            let Some(previous) = repo.branches.remove(working_ref) else {
+                return Ok(Edit::Keep(()));
+            };
+            Ok(Edit::Write(
+                (),
+                update::BRANCH_DELETED,
+                vec![name_field(working_ref), Field::Id(previous)],
+            ))
+        })
+    }
+
+    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        Ok(repo
+            .branches
+            .keys()
+            .filter(|b| b.starts_with(tether_sdk::WORKING_REF_PREFIX))
+            .cloned()
+            .collect())
+    }
+
+    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let hint = self.describe().promote_hint;
+        let head = Self::move_branch(&store, &loc.branch, expected, |repo, head| {
+            let source = resolve(repo, &loc, source)?;
+            let head = head
+                .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
+            if head == source {
+                Ok(None)
+            } else if repo.is_ancestor(head, source) {
+                Ok(Some(source))
+            } else {
+                Err(Error::backend(format!(
+                    "{} (at {head}) is not an ancestor of snapshot {source}. {hint}",
+                    loc.branch
+                )))
+            }
+        })?;
+        Ok(state_json(head))
+    }
+
+    fn ancestor_of(
+        &self,
+        locator: &Value,
+        ancestor: &Value,
+        descendant: &Value,
+    ) -> Result<Option<bool>> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let (a, d) = (snapshot_id(ancestor)?, snapshot_id(descendant)?);
+        if !repo.snapshots.contains_key(&a) || !repo.snapshots.contains_key(&d) {
+            return Ok(None);
+        }
+        Ok(Some(repo.is_ancestor(a, d)))
+    }
+
+    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+        let (loc, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let id = resolve(&repo, &loc, target)?;
+        // (branch, tag): only a branch opens writable.
+        let (branch, tag) = match target {
+            Target::Base => match &loc.at {
+                None => (Some(loc.branch.clone()), None),
+                Some(at) if repo.tags.contains_key(at) => (None, Some(at.clone())),
+                Some(_) => (None, None),
+            },
+            Target::WorkingRef(name) => (Some(name.clone()), None),
+            Target::Pinned(pin) => (None, live_pin_tag(&repo, pin).map(|(t, _)| t)),
+            Target::Recorded(_) => (None, None),
+        };
+        let fragment = branch.clone().or(tag.clone()).unwrap_or(id.to_string());
+        Ok(Handle {
+            type_name: "IcechunkHandle".into(),
+            address: format!("{}#{fragment}", loc.storage_uri()),
+            read_only: read_only || branch.is_none(),
+            fields: json!({
+                "uri": loc.storage_uri(),
+                "branch": branch,
+                "tag": tag,
+                "snapshot_id": id.to_string(),
+            }),
+        })
+    }
+
+    fn history(
+        &self,
+        locator: &Value,
+        from_ref: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>> {
+        let (loc, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let start = match from_ref {
+            Some(rev) => resolve_rev(&repo, rev)?,
+            None => base_head(&repo, &loc)?,
+        };
+        let mut refs: BTreeMap<Id12, Vec<String>> = BTreeMap::new();
+        for (name, id) in repo.branches.iter().chain(&repo.tags) {
+            refs.entry(*id).or_default().push(name.clone());
+        }
+        Ok(repo
+            .ancestry(start)
+            .into_iter()
+            .take(limit as usize)
+            .map(|(id, info)| HistoryEntry {
+                id: id.to_string(),
+                when: Some(format::rfc3339(info.flushed_at)),
+                message: info.message.clone(),
+                refs: refs.remove(&id).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    fn diff(
+        &self,
+        locator: &Value,
+        a: &Value,
+        b: &Value,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<ObjectDiff> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        let (a, b) = (snapshot_id(a)?, snapshot_id(b)?);
+        let mut diff = ObjectDiff::new("nodes");
+        if a == b {
+            return Ok(diff);
+        }
+        let old = snapshot::nodes(&store.bucket, a)?;
+        let new = snapshot::nodes(&store.bucket, b)?;
+        let old_by_id: BTreeMap<_, _> = old.iter().map(|n| (n.id, n)).collect();
+        let new_by_id: BTreeMap<_, _> = new.iter().map(|n| (n.id, n)).collect();
+        // Chunk coordinates come from the transaction logs, which only say
+        // what happened along a line of descent: with `a` an ancestor of `b`
+        // (what `tether diff` between two commits of one branch is), their
+        // union over (a, b] is Icechunk's own diff.
+        let mut changes = Changes::default();
+        let mut logs_complete = false;
+        if repo.is_ancestor(a, b) {
+            logs_complete = true;
+            let chain: Vec<_> = repo
+                .ancestry(b)
+                .into_iter()
+                .take_while(|(id, _)| *id != a)
+                .collect();
+            for (id, info) in chain.iter().rev() {
+                for pruned in info.pruned_ancestor_tx_logs.iter().flatten() {
+                    snapshot::read_transactions(&store.bucket, *pruned, &mut changes)?;
+                }
+                logs_complete &= snapshot::read_transactions(&store.bucket, *id, &mut changes)?;
+            }
+        }
+        let kind = |n: &snapshot::Node| match n.kind {
+            NodeKind::Group => "group",
+            NodeKind::Array { .. } => "array",
+        };
+        // Entries in path order, as Icechunk lists nodes.
+        let mut entries: BTreeMap<&str, (Change, String)> = BTreeMap::new();
+        for n in &new {
+            if !old_by_id.contains_key(&n.id) {
+                entries.insert(&n.path, (Change::Added, kind(n).to_owned()));
+            }
+        }
+        for n in &old {
+            if !new_by_id.contains_key(&n.id) {
+                entries.insert(&n.path, (Change::Removed, kind(n).to_owned()));
+            }
+        }
+        for n in &new {
+            let Some(o) = old_by_id.get(&n.id) else {
+                continue;
+            };
+            let mut what = Vec::new();
+            if o.path != n.path {
+                what.push(format!("moved from {}", o.path));
+            }
+            if o.user_data != n.user_data {
+                what.push("metadata".to_owned());
+            }
+            match changes.updated_chunks.get(&n.id) {
+                Some(chunks) if logs_complete => {
+                    let count = chunks.len();
+                    what.push(format!("{count} chunk{}", if count == 1 { "" } else { "s" }));
+                }
+                _ if !logs_complete && o.kind != n.kind => what.push("chunks".to_owned()),
+                _ => {}
+            }
+            if !what.is_empty() {
+                entries.insert(&n.path, (Change::Modified, what.join(", ")));
+            }
+        }
+        for (path, (change, detail)) in entries {
+            diff.add(path, change, detail);
+        }
+        if !logs_complete {
+            diff.note(
+                "compared from snapshot metadata: chunk changes are shown without counts \
+                 (the states are not on one line of descent, or a transaction log is gone)",
+            );
+        }
+        Ok(diff)
+    }
+
+    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+        let (loc, store) = open(locator)?;
+        let refuse = || {
+            Error::backend(format!(
+                "{} is not empty; create never adopts an existing store \
+                 (`tether add` it instead)",
+                store.uri
+            ))
+        };
+        if store.bucket.any("")? {
+            return Err(refuse());
+        }
+        let now = format::now_micros();
+        snapshot::write_initial(&store.bucket, now).map_err(|e| match e {
+            StorageError::AlreadyExists(_) => refuse(),
+            e => e.into(),
+        })?;
+        let mut branches = vec!["main"];
+        if loc.branch != "main" {
+            branches.push(&loc.branch);
+        }
+        let metadata = BTreeMap::from([(
+            OWNER_KEY.to_owned(),
+            format::flex_value(&Value::String(owner.to_owned())),
+        )]);
+        let repo = Repo::initial(now, &branches, metadata);
+        // `repo` last, create-only: it is the commit point.
+        store
+            .bucket
+            .put(
+                repo::REPO_KEY,
+                &format::encode(format::FileType::RepoInfo, &repo.encode()),
+                tether_sdk::storage::PutMode::Create,
+            )
+            .map_err(|e| match e {
+                StorageError::AlreadyExists(_) => refuse(),
+                e => e.into(),
+            })?;
+        Ok(state_json(Id12::INITIAL))
+    }
+
+    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+        let (_, store) = open(locator)?;
+        let Some(loaded) = store.try_load()? else {
+            return Ok(None);
+        };
+        Ok(loaded
+            .repo
+            .metadata
+            .get(OWNER_KEY)
+            .and_then(|v| format::flex_as_string(v)))
+    }
+
+    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+        let (loc, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        Ok(Some(Self::ref_empty(&loc, &repo, ignoring)))
+    }
+
+    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+        let (loc, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        // Re-check right before the irreversible step: owner, emptiness, and
+        // that nothing but Icechunk's own names is there.
+        match repo.metadata.get(OWNER_KEY).and_then(|v| format::flex_as_string(v)) {
+            Some(o) if o == owner => {}
+            Some(o) => {
+                return Err(Error::backend(format!(
+                    "{} is owned by {o}, not {owner}; not deleting",
+                    store.uri
+                )));
+            }
+            None => {
+                return Err(Error::backend(format!(
+                    "{} has no {OWNER_KEY} in its repository metadata; not deleting",
+                    store.uri
+                )));
+            }
+        }
+        if !Self::ref_empty(&loc, &repo, &[]) {
+            return Err(Error::backend(format!(
+                "{} has commits, tags or branches beyond what create made; not deleting",
+                store.uri
+            )));
+        }
+        let keys = store.bucket.list_all("")?;
+        let foreign: Vec<&str> = keys
+            .iter()
+            .map(|m| m.key.as_str())
+            .filter(|k| {
+                !ICECHUNK_NAMES
+                    .iter()
+                    .any(|n| *k == *n || (n.ends_with('/') && k.starts_with(n)))
+            })
+            .collect();
+        if !foreign.is_empty() {
+            return Err(Error::backend(format!(
+                "{} holds objects that are not Icechunk's ({}); not deleting anything",
+                store.uri,
+                foreign.join(", ")
+            )));
+        }
+        // Everything else first, `repo` (the owner marker) last, so a failure
+        // part way leaves a store that is still recognisably ours.
+        for meta in keys.iter().filter(|m| m.key != repo::REPO_KEY) {
+            store.bucket.delete(&meta.key)?;
+        }
+        store.bucket.delete(repo::REPO_KEY)?;
+        if loc.is_local() {
+            let root = loc.storage_uri();
+            for name in ICECHUNK_NAMES.iter().filter_map(|n| n.strip_suffix('/')) {
+                tree::remove_empty_dir(&format!("{root}/{name}"))
+                    ?;
+            }
+            tree::remove_empty_dir(&root)?;
+        }
+        Ok(())
+    }
+
+    fn branch_scope(&self, locator: &Value) -> Result<String> {
+        Ok(tether_sdk::canonical_json(&self.identity(locator)?))
+    }
+
+    fn state_addressable(&self, locator: &Value, state: &Value) -> Result<bool> {
+        let (_, store) = open(locator)?;
+        let repo = store.load()?.repo;
+        Ok(repo.snapshots.contains_key(&snapshot_id(state)?))
+    }
+}
+
+/// Nothing may be committed in `[backends.icechunk]`: credentials and
+/// endpoints belong in `.tether/secrets.toml`.
+impl tether_sdk::DescribeExt for IcechunkBackend {
+    fn config_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+#[cfg(feature = "export")]
+tether_sdk::export!(IcechunkBackend, harness: IcechunkHarness, describe_ext);
