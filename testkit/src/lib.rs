@@ -85,3 +85,17 @@ pub fn describe(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// The interpreter of the pinned Python environment (`icechunk`, `zarr`)
+/// that `cargo xtask setup` makes at `target/pyenv`. Panics, saying what to
+/// run, when it is missing: the interop tests never skip silently.
+pub fn python() -> PathBuf {
+    let root = repo_root().join("target").join("pyenv");
+    let python = root.join("bin").join("python");
+    assert!(
+        python.is_file() && root.join("tether-pins.txt").is_file(),
+        "the pinned Python environment {} is missing or incomplete: run `cargo xtask setup`",
+        root.display()
+    );
+    python
+}

@@ -16,6 +16,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod python;
+
 const WASM_TARGET: &str = "wasm32-wasip2";
 
 fn main() -> Result<()> {
@@ -92,6 +94,7 @@ fn setup() -> Result<()> {
         .output()
         .context("git is needed by the tests")?;
     eprintln!("setup: {}", String::from_utf8_lossy(&git.stdout).trim());
+    python::setup(&root())?;
     Ok(())
 }
 

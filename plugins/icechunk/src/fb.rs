@@ -28,15 +28,21 @@ fn slice(buf: &[u8], pos: usize, len: usize) -> R<&[u8]> {
 }
 
 fn u16_at(buf: &[u8], pos: usize) -> R<u16> {
-    Ok(u16::from_le_bytes(slice(buf, pos, 2)?.try_into().unwrap_or_default()))
+    Ok(u16::from_le_bytes(
+        slice(buf, pos, 2)?.try_into().unwrap_or_default(),
+    ))
 }
 
 fn u32_at(buf: &[u8], pos: usize) -> R<u32> {
-    Ok(u32::from_le_bytes(slice(buf, pos, 4)?.try_into().unwrap_or_default()))
+    Ok(u32::from_le_bytes(
+        slice(buf, pos, 4)?.try_into().unwrap_or_default(),
+    ))
 }
 
 fn u64_at(buf: &[u8], pos: usize) -> R<u64> {
-    Ok(u64::from_le_bytes(slice(buf, pos, 8)?.try_into().unwrap_or_default()))
+    Ok(u64::from_le_bytes(
+        slice(buf, pos, 8)?.try_into().unwrap_or_default(),
+    ))
 }
 
 /// Follow the unsigned offset stored at `pos` (offsets are relative to

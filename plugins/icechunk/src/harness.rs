@@ -19,7 +19,10 @@ use crate::snapshot::{self, Node, NodeKind};
 pub struct IcechunkHarness;
 
 fn random_name(prefix: &str) -> Result<String> {
-    Ok(format!("{prefix}-{}", format::random_name()?.to_ascii_lowercase()))
+    Ok(format!(
+        "{prefix}-{}",
+        format::random_name()?.to_ascii_lowercase()
+    ))
 }
 
 impl Harness for IcechunkHarness {

@@ -63,8 +63,8 @@ use tether_sdk::{
     Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
 };
 
-pub use harness::IcechunkHarness;
 use format::Id12;
+pub use harness::IcechunkHarness;
 use repo::{Edit, Field, Repo, Store, update};
 use snapshot::{Changes, NodeKind};
 
@@ -303,7 +303,9 @@ impl IcechunkBackend {
 
     fn refuse_base(loc: &Locator, name: &str, what: &str) -> Result<()> {
         if name == loc.branch || name == "main" {
-            return Err(Error::backend(format!("{what} refuses the base branch {name}")));
+            return Err(Error::backend(format!(
+                "{what} refuses the base branch {name}"
+            )));
         }
         Ok(())
     }
@@ -742,7 +744,10 @@ impl Backend for IcechunkBackend {
             match changes.updated_chunks.get(&n.id) {
                 Some(chunks) if logs_complete => {
                     let count = chunks.len();
-                    what.push(format!("{count} chunk{}", if count == 1 { "" } else { "s" }));
+                    what.push(format!(
+                        "{count} chunk{}",
+                        if count == 1 { "" } else { "s" }
+                    ));
                 }
                 _ if !logs_complete && o.kind != n.kind => what.push("chunks".to_owned()),
                 _ => {}
@@ -827,7 +832,11 @@ impl Backend for IcechunkBackend {
         let repo = store.load()?.repo;
         // Re-check right before the irreversible step: owner, emptiness, and
         // that nothing but Icechunk's own names is there.
-        match repo.metadata.get(OWNER_KEY).and_then(|v| format::flex_as_string(v)) {
+        match repo
+            .metadata
+            .get(OWNER_KEY)
+            .and_then(|v| format::flex_as_string(v))
+        {
             Some(o) if o == owner => {}
             Some(o) => {
                 return Err(Error::backend(format!(
@@ -874,8 +883,7 @@ impl Backend for IcechunkBackend {
         if loc.is_local() {
             let root = loc.storage_uri();
             for name in ICECHUNK_NAMES.iter().filter_map(|n| n.strip_suffix('/')) {
-                tree::remove_empty_dir(&format!("{root}/{name}"))
-                    ?;
+                tree::remove_empty_dir(&format!("{root}/{name}"))?;
             }
             tree::remove_empty_dir(&root)?;
         }

@@ -127,7 +127,9 @@ pub struct Repo {
 }
 
 fn bad(e: Corrupt) -> Error {
-    Error::backend(format!("{REPO_KEY} is not a valid Icechunk repo object: {e}"))
+    Error::backend(format!(
+        "{REPO_KEY} is not a valid Icechunk repo object: {e}"
+    ))
 }
 
 impl Repo {
@@ -447,7 +449,9 @@ impl Repo {
 
     /// Whether `ancestor` is on `descendant`'s chain (itself included).
     pub fn is_ancestor(&self, ancestor: Id12, descendant: Id12) -> bool {
-        self.ancestry(descendant).iter().any(|(id, _)| *id == ancestor)
+        self.ancestry(descendant)
+            .iter()
+            .any(|(id, _)| *id == ancestor)
     }
 }
 
@@ -471,8 +475,9 @@ fn metadata_items(v: &crate::fb::Vector<'_>) -> Result<Vec<(String, Vec<u8>)>, C
 pub fn metadata_vector<'a>(
     fbb: &mut FlatBufferBuilder<'static>,
     items: impl Iterator<Item = (&'a String, &'a Vec<u8>)>,
-) -> WIPOffset<flatbuffers::Vector<'static, flatbuffers::ForwardsUOffset<flatbuffers::TableFinishedWIPOffset>>>
-{
+) -> WIPOffset<
+    flatbuffers::Vector<'static, flatbuffers::ForwardsUOffset<flatbuffers::TableFinishedWIPOffset>>,
+> {
     let items: Vec<_> = items
         .map(|(name, value)| {
             let name = fbb.create_string(name);
@@ -667,7 +672,8 @@ impl Store {
                 Err(StorageError::PreconditionFailed(_)) => {
                     tether_sdk::debug!("{}: repo changed under us (attempt {attempt})", self.uri);
                     // Back off a little, more each time, so racing writers spread out.
-                    let wait = u64::from(attempt.min(10)) * (1 + u64::from(format::random_bytes::<1>()?[0] % 8));
+                    let wait = u64::from(attempt.min(10))
+                        * (1 + u64::from(format::random_bytes::<1>()?[0] % 8));
                     std::thread::sleep(std::time::Duration::from_millis(wait));
                 }
                 Err(e) => return Err(e.into()),

@@ -1,0 +1,121 @@
+//! The pinned Python environment the interop tests drive: the real Python
+//! `icechunk` and `zarr` libraries, which create, read and write the stores
+//! the plugins work on (DESIGN §7). icechunk 2.x needs Python ≥ 3.12; pyenv
+//! provides `python3.12` here, while plain `python3` is 3.11.
+//!
+//! `setup` makes a virtualenv at `target/pyenv` and installs the pinned
+//! packages once; a stamp file holding the pins says the environment is
+//! complete, so later runs reuse it, and a changed pin rebuilds it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Exact versions, so every machine runs the tests against the same libraries.
+const PACKAGES: &[&str] = &["icechunk==2.3.0", "zarr==3.4.2"];
+
+/// The interpreter the virtualenv is made from, when it runs (`TETHER_PYTHON`
+/// overrides; pyenv's installs are searched otherwise).
+const PYTHON: &str = "python3.12";
+
+/// Where the environment lives, relative to the repository root
+/// (`testkit::python` finds it there).
+pub const VENV: &str = "target/pyenv";
+
+/// The file that records which pins the environment was completed with.
+const STAMP: &str = "tether-pins.txt";
+
+/// `Python X.Y...` as (X, Y), when `python --version` runs.
+fn version_of(python: &Path) -> Option<(u32, u32)> {
+    let out = Command::new(python).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let mut parts = text.trim().strip_prefix("Python ")?.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// A Python >= 3.12: `TETHER_PYTHON`, else `python3.12` when it runs, else
+/// the newest 3.12+ that pyenv has installed (pyenv's shim refuses a version
+/// that is installed but not selected, which is the case here).
+fn find_python() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("TETHER_PYTHON") {
+        let p = PathBuf::from(p);
+        return match version_of(&p) {
+            Some(v) if v >= (3, 12) => Ok(p),
+            v => bail!(
+                "TETHER_PYTHON={} is {v:?}; icechunk 2.x needs Python >= 3.12",
+                p.display()
+            ),
+        };
+    }
+    if version_of(Path::new(PYTHON)).is_some_and(|v| v >= (3, 12)) {
+        return Ok(PathBuf::from(PYTHON));
+    }
+    if let Ok(out) = Command::new("pyenv").arg("root").output() {
+        let root = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let mut found: Vec<((u32, u32), PathBuf)> = std::fs::read_dir(root.join("versions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("bin").join("python3"))
+            .filter_map(|p| version_of(&p).map(|v| (v, p)))
+            .filter(|(v, _)| *v >= (3, 12))
+            .collect();
+        // Prefer 3.12, the version the pins were tested with.
+        found.sort_by_key(|(v, _)| (*v != (3, 12), *v));
+        if let Some((_, p)) = found.into_iter().next() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "no Python >= 3.12 found for the icechunk interop tests (icechunk 2.x needs it): \
+         install one (`pyenv install 3.12`) or set TETHER_PYTHON"
+    )
+}
+
+/// The venv's interpreter.
+fn venv_python(venv: &Path) -> PathBuf {
+    venv.join("bin").join("python")
+}
+
+/// Create or reuse the pinned virtualenv under `root`.
+pub fn setup(root: &Path) -> Result<()> {
+    let venv = root.join(VENV);
+    let pins = PACKAGES.join("\n") + "\n";
+    let stamp = venv.join(STAMP);
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == pins) && venv_python(&venv).is_file() {
+        eprintln!(
+            "setup: Python environment {} already present",
+            venv.display()
+        );
+        return Ok(());
+    }
+    let python = find_python()?;
+    // No stamp: a new or half-made environment (an interrupted install); pip
+    // completes it in place.
+    let _ = std::fs::remove_file(&stamp);
+    if !venv_python(&venv).is_file() {
+        crate::run(Command::new(&python).args(["-m", "venv"]).arg(&venv))?;
+    }
+    crate::run(
+        Command::new(venv_python(&venv))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(PACKAGES),
+    )?;
+    crate::run(Command::new(venv_python(&venv)).args([
+        "-c",
+        "import icechunk, zarr; print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__)",
+    ]))?;
+    std::fs::write(&stamp, pins).with_context(|| format!("cannot write {}", stamp.display()))?;
+    Ok(())
+}
