@@ -370,6 +370,23 @@ except Exception as e:
             o.list_pins().await.unwrap(),
             vec!["ds.0123456789abcdef".to_string()]
         );
+        // A pin tag deleted by hand (Python) reads as missing; pinning again
+        // moves to the next generation.
+        py(
+            "open_repo(sys.argv[1]).delete_tag(sys.argv[2]); out(True)",
+            &[s(&cube), &again.ref_name],
+        );
+        let report = o.verify(&state, Some(&again), true).await.unwrap();
+        assert_eq!(report.status, VerifyStatus::Missing, "{report:?}");
+        let third = o.pin(&state, "ds.0123456789abcdef").await.unwrap();
+        assert_eq!(third.ref_name, "tether.ds.0123456789abcdef.3");
+        let report = o.verify(&state, Some(&again), true).await.unwrap();
+        assert_eq!(report.message, "pinned as tether.ds.0123456789abcdef.3");
+        o.pin(&state, "ds.0123456789abcdef")
+            .await
+            .map(|p| assert!(!p.created))
+            .unwrap();
+
         // Python's ops log lists our updates, newest first.
         let ops = py(
             r#"
@@ -493,6 +510,19 @@ out(True)
         let err = object(&p, &v1).fingerprint(None).await.unwrap_err();
         assert!(
             matches!(&err, BackendError::Capability(m) if m.contains("spec version 1")),
+            "{err:?}"
+        );
+
+        // A file declaring a spec version above 2 is refused too.
+        let v3 = tmp.path().join("v3");
+        python_repository(&v3);
+        let mut bytes = std::fs::read(v3.join("repo")).unwrap();
+        assert_eq!(bytes[36], 2, "the header's spec version byte");
+        bytes[36] = 3;
+        std::fs::write(v3.join("repo"), bytes).unwrap();
+        let err = object(&p, &v3).fingerprint(None).await.unwrap_err();
+        assert!(
+            matches!(&err, BackendError::Capability(m) if m.contains("spec version 3")),
             "{err:?}"
         );
     });

@@ -178,17 +178,13 @@ impl Repo {
 
     /// Decode the flatbuffer of a repo object.
     pub fn decode(buf: &[u8]) -> Result<Self> {
+        let spec = Table::root(buf).and_then(|t| t.u8(0, 0)).map_err(bad)?;
+        format::check_spec_version(REPO_KEY, spec)?;
         Self::decode_inner(buf).map_err(bad)
     }
 
     fn decode_inner(buf: &[u8]) -> Result<Self, Corrupt> {
         let root = Table::root(buf)?;
-        let spec = root.u8(0, 0)?;
-        if spec != format::SPEC_VERSION {
-            return Err(Corrupt(format!(
-                "spec_version {spec} (only version 2 is understood)"
-            )));
-        }
         let infos = Table::required(root.vector(4)?, "snapshots")?.tables()?;
         let ids = infos
             .iter()
@@ -242,11 +238,10 @@ impl Repo {
         let mut updates = Vec::new();
         for u in Table::required(root.vector(7)?, "latest_updates")?.tables()? {
             let ty = u.u8(0, 0)?;
-            let kinds = layout(ty).ok_or_else(|| {
-                Corrupt(format!(
-                    "ops log entry of unknown type {ty} (written by a newer icechunk)"
-                ))
-            })?;
+            // An entry of a type this plugin does not know (a newer icechunk)
+            // reads fine; only rewriting the repo object would lose it, so
+            // `Store::update` refuses that.
+            let kinds = layout(ty).unwrap_or(&[]);
             let body = Table::required(u.table(1)?, "Update.update_type")?;
             let mut fields = Vec::with_capacity(kinds.len());
             for (slot, kind) in kinds.iter().enumerate() {
@@ -422,6 +417,14 @@ impl Repo {
                 self.repo_before_updates = Some(path);
             }
         }
+    }
+
+    /// The type of an ops-log entry this plugin cannot re-encode, if any.
+    fn unknown_update(&self) -> Option<u8> {
+        self.updates
+            .iter()
+            .map(|u| u.ty)
+            .find(|ty| layout(*ty).is_none())
     }
 
     /// Whether `flag` is disabled in this repository.
@@ -647,6 +650,14 @@ impl Store {
                         "offline"
                     },
                     repo.status.reason.as_deref().unwrap_or("no reason given")
+                )));
+            }
+            if let Some(ty) = repo.unknown_update() {
+                return Err(Error::Capability(format!(
+                    "the Icechunk repository at {} has an ops-log entry of type {ty}, which \
+                     this tether does not know (written by a newer icechunk); tether reads \
+                     it but does not write to it: upgrade tether",
+                    self.uri
                 )));
             }
             let top = repo.updates.first().map_or(0, |u| u.updated_at);
