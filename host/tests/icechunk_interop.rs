@@ -527,3 +527,76 @@ out(True)
         );
     });
 }
+
+/// The branching loop through the CLI, with an Icechunk repository and a
+/// directory: commit, `new -b` (an eager fork Python sees as a branch),
+/// Python writes on the working branch it got from `open --json`, commit
+/// pins it, `promote` fast-forwards Icechunk's `main` (checked from Python),
+/// and `verify --all-history` is ok.
+#[test]
+fn cli_branch_write_promote_story() {
+    let d = Dataset::init();
+    let cube = d.data().join("cube.icechunk");
+    let first = python_repository(&cube);
+    let raw = d.data().join("raw");
+    std::fs::create_dir_all(&raw).unwrap();
+    std::fs::write(raw.join("well_0.tif"), [0u8; 64]).unwrap();
+    d.ok(&["add", "../data/cube.icechunk", "--kind", "icechunk"]);
+    d.ok(&["add", "raw", "../data/raw", "--kind", "file"]);
+    d.ok(&["commit", "-m", "first"]);
+
+    let out = d.ok(&["new", "-b", "feat", "--eager"]);
+    let working = format!("tether.ws.{}.feat", d.dataset_id());
+    assert!(out.contains(&working), "{out}");
+    let branches = py(
+        "out(sorted(open_repo(sys.argv[1]).list_branches()))",
+        &[s(&cube)],
+    );
+    assert_eq!(branches, json!(["main", working]));
+
+    let opened = d.ok(&["open", "cube", "--json"]);
+    let opened: Value = serde_json::from_str(&opened).unwrap();
+    assert_eq!(opened["read_only"], false, "{opened}");
+    let (uri, branch) = opened["address"].as_str().unwrap().split_once('#').unwrap();
+    assert_eq!(branch, working, "{opened}");
+    let written = py(
+        r#"out(write(open_repo(sys.argv[1]), sys.argv[2], [9, 9, 9, 9], "feature values"))"#,
+        &[uri, branch],
+    );
+    d.ok(&["commit", "-m", "feature values"]);
+    let promoted = d.ok(&["promote"]);
+    assert!(
+        promoted.contains(&format!(
+            "fast-forwarded cube -> snapshot_id={}",
+            written.as_str().unwrap()
+        )),
+        "{promoted}"
+    );
+    let main = py(
+        r#"
+repo = open_repo(sys.argv[1])
+out({"main": repo.lookup_branch("main"), "values": read(repo.readonly_session(branch="main")),
+     "first": [s.id for s in repo.ancestry(branch="main")][-2]})
+"#,
+        &[s(&cube)],
+    );
+    assert_eq!(
+        main["main"], written,
+        "Icechunk's main is at the promoted snapshot"
+    );
+    assert_eq!(main["values"], json!([9, 9, 9, 9]));
+    assert_eq!(main["first"], json!(first));
+
+    let verified = d.ok(&["verify", "--all-history"]);
+    let cube_lines: Vec<String> = lines(&verified)
+        .into_iter()
+        .filter(|l| l.contains(":cube:"))
+        .collect();
+    assert_eq!(cube_lines.len(), 2, "{verified}");
+    assert!(
+        cube_lines
+            .iter()
+            .all(|l| l.starts_with("ok ") && l.contains("pinned as tether.")),
+        "{verified}"
+    );
+}
