@@ -600,3 +600,62 @@ out({"main": repo.lookup_branch("main"), "values": read(repo.readonly_session(br
         "{verified}"
     );
 }
+
+/// `gc` unpins a pin no commit references: Icechunk tombstones the tag, so
+/// Python cannot create it again, and the next commit of that state pins
+/// the next generation, which `verify` names.
+#[test]
+fn gc_unpin_tombstones_and_the_next_pin_is_a_new_generation() {
+    let d = Dataset::init();
+    let cube = d.data().join("cube.icechunk");
+    python_repository(&cube);
+    d.ok(&["add", "../data/cube.icechunk", "--kind", "icechunk"]);
+    d.ok(&["commit", "-m", "first"]);
+    let second = py(
+        r#"out(write(open_repo(sys.argv[1]), "main", [5, 6, 7, 8], "second values"))"#,
+        &[s(&cube)],
+    );
+    let out = d.ok(&["commit", "-m", "second"]);
+    let tag = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned cube -> "))
+        .unwrap_or_else(|| panic!("the commit pins cube:\n{out}"))
+        .to_string();
+    // Forget the second commit: its pin is referenced by no manifest.
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let applied = d.ok(&["gc", "--no-dry-run"]);
+    assert!(
+        applied.contains(tag.strip_prefix("tether.").unwrap()),
+        "{applied}"
+    );
+    let after = py(
+        r#"
+repo = open_repo(sys.argv[1])
+tags = sorted(repo.list_tags())
+try:
+    repo.create_tag(sys.argv[2], snapshot_id=sys.argv[3])
+    recreated = True
+except Exception:
+    recreated = False
+out({"tags": tags, "recreated": recreated})
+"#,
+        &[s(&cube), &tag, second.as_str().unwrap()],
+    );
+    assert_eq!(after["recreated"], false, "{after}");
+    assert!(
+        !after["tags"].as_array().unwrap().contains(&json!(tag)),
+        "{after}"
+    );
+
+    // The base is still at Python's second commit: committing it again
+    // pins the same id, as generation 2.
+    let out = d.ok(&["commit", "-m", "second again"]);
+    assert!(out.contains(&format!("pinned cube -> {tag}.2")), "{out}");
+    let verified = d.ok(&["verify"]);
+    assert!(
+        verified.contains(&format!("ok cube: pinned as {tag}.2")),
+        "{verified}"
+    );
+    let tags = python_tags(&cube);
+    assert_eq!(tags[format!("{tag}.2")], second, "{tags}");
+}
