@@ -83,6 +83,8 @@ fn keys_that_could_leave_the_objects_directory_are_refused() {
         files.iter().all(|f| f.starts_with(".git/")
             || [
                 ".tether/objects/imaging.toml",
+                // The journal of the add that registered it.
+                ".tether/ops.jsonl",
                 ".tether/.gitignore",
                 ".tether/workspace.toml",
                 ".tether/lock",

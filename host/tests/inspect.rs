@@ -503,7 +503,11 @@ fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry() {
     let t = two_commits();
     let j = t.env.json(&["ops", "--json"]);
     let entries = j.as_array().unwrap();
-    assert_eq!(entries.len(), 2, "{j}");
+    // The two commits, and the `add` before them (journaled so `undo` can
+    // take it back).
+    assert_eq!(entries.len(), 3, "{j}");
+    assert_eq!(entries[2]["command"], json!("add"));
+    let entries = &entries[..2];
     for e in entries {
         assert_eq!(e["command"], json!("commit"));
         assert_eq!(e["status"], json!("done"));
@@ -529,7 +533,8 @@ fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry() {
     assert_eq!(entries[0]["vcs_commit_gone"], json!(false));
     let out = t.env.ok(&["ops"]);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[2].contains("add  added data [memory]"), "{out}");
     assert!(
         lines[0].contains("commit") && lines[0].contains(&t.c2[..12]),
         "{out}"

@@ -1,14 +1,16 @@
 //! `tether add`: register an object. Writes its manifest and nothing else;
-//! the first command to contact the store is `status`.
+//! the first command to contact the store is `status`. Journaled with the
+//! manifest it wrote, so `tether undo` can take it back.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::error::{Result, TetherError};
 use super::repo::Repo;
 use crate::model::{FileMode, Manifest, PinMode, Policy, key, manifest};
+use crate::oplog::NewOp;
 use crate::plugin::Descriptor;
 
 /// What `tether add` was given.
@@ -115,14 +117,26 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         pin: req.pin.unwrap_or(defaults.pin),
     };
     let mut m = Manifest::new(&req.kind, locator, policy);
+    // Journaled like every write tether can undo: no manifest before, this
+    // one after (`undo add` removes it while it is still this one).
+    let mut manifests_before = Map::new();
+    manifests_before.insert(key.clone(), Value::Null);
+    let mut op = repo
+        .journal()?
+        .start(NewOp::new("add").pre("manifests", Value::Object(manifests_before)))?;
     let (created, working_ref) = if req.create {
-        let (state, working_ref) = create_store(repo, &plugin, &key, &locator_value).await?;
+        let (state, working_ref) =
+            create_store(repo, &plugin, &key, &locator_value, &mut op).await?;
         m.origin = crate::model::Origin::Created;
         (Some(state), working_ref)
     } else {
         (None, None)
     };
     manifest::write_manifest(&repo.layout.objects_dir(), &key, &m)?;
+    op.finish(json!({
+        "summary": format!("added {key} [{}]", req.kind),
+        "manifests": {key.as_str(): m.to_json()},
+    }))?;
     let note = (descriptor.maturity == "experimental").then(|| {
         format!("the {} backend is experimental: it is tested against a fake of its service, not the service itself", req.kind)
     });
@@ -147,6 +161,7 @@ async fn create_store(
     plugin: &std::sync::Arc<crate::plugin::Plugin>,
     key: &str,
     locator: &Value,
+    op: &mut crate::oplog::OpHandle,
 ) -> Result<(Value, Option<String>)> {
     let descriptor = plugin.descriptor();
     if !descriptor.has("CREATE") {
@@ -161,9 +176,6 @@ async fn create_store(
         .await
         .map_err(|e| TetherError::backend(key, e))?;
     let mut ws = repo.workspace()?;
-    let journal = repo.journal()?;
-    let mut op =
-        journal.start(crate::oplog::NewOp::new("add").pre("key", serde_json::json!(key)))?;
     let state = client
         .create(repo.dataset_id())
         .await
@@ -218,7 +230,6 @@ async fn create_store(
         )?;
         working_ref = Some(name);
     }
-    op.finish(serde_json::json!({"summary": format!("created {key}")}))?;
     Ok((state, working_ref))
 }
 
