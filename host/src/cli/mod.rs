@@ -23,6 +23,7 @@ mod restore;
 mod set;
 mod snapshot;
 mod status;
+mod undo;
 mod verify;
 
 use std::process::ExitCode;
@@ -90,6 +91,23 @@ enum Command {
     Promote(promote::Args),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
     Plugin(plugin::Args),
+    /// Reverse an operation where the stores still allow it.
+    ///
+    /// commit/pull: uncommit (manifests become working-tree changes; pins
+    /// stay). new/fork: delete the branches it *created* and restore
+    /// workspace.toml and the VCS working copy; branches it reset are reported
+    /// with their old head (`restore` / `new --discard` put them where you
+    /// want). gc: restore the forgotten working refs and listings; deleted
+    /// branches and pins are irreversible (see `repair`).
+    /// import/add/remove/set: restore the manifests. promote: refused, with
+    /// the previous base heads printed. drop, and the `new` and `gc` it runs:
+    /// refused (the VCS's undo brings the commits back, `repair` the branches
+    /// and pins). An older operation, named by id, gets back only the
+    /// workspace fields it changed that no later operation changed again; the
+    /// rest are listed as skipped.
+    ///
+    /// Exit code 3 when part of the work could not be reversed; the rest was.
+    Undo(undo::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -135,6 +153,7 @@ pub fn main() -> ExitCode {
             Command::Ops(args) => ops::run(args).await,
             Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,
+            Command::Undo(args) => undo::run(args).await,
         }
     });
     match result {

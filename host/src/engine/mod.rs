@@ -27,6 +27,7 @@ pub mod restore;
 pub mod set;
 pub mod snapshot;
 pub mod status;
+pub mod undo;
 pub mod verify;
 
 pub use error::{Result, TetherError};

@@ -409,3 +409,25 @@ impl Dataset {
         out
     }
 }
+
+// ---- Undo support (`undo.rs`): the checkout's per-workspace file, its git
+// branch, and its operation log -------------------------------------------
+
+impl Dataset {
+    /// `.tether/workspace.toml` as text ("" when there is none).
+    pub fn workspace_text(&self) -> String {
+        std::fs::read_to_string(self.root().join(".tether/workspace.toml")).unwrap_or_default()
+    }
+
+    /// The branch git has checked out (empty when detached).
+    pub fn git_branch(&self) -> String {
+        self.git(&["branch", "--show-current"]).trim().to_string()
+    }
+
+    /// `tether ops --json`, newest first.
+    pub fn ops(&self) -> Vec<Value> {
+        let out = self.ok(&["ops", "--json"]);
+        let v: Value = serde_json::from_str(&out).expect("ops --json is JSON");
+        v.as_array().expect("an array").clone()
+    }
+}
