@@ -530,3 +530,59 @@ fn undo_help_says_what_it_does_and_exit_3() {
         assert!(help.contains(part), "{part:?} in:\n{help}");
     }
 }
+
+/// A `new` whose bookmark this checkout still works on, under a working
+/// copy that moved on since (a commit on it), is refused: undoing it would
+/// leave that commit behind. Nothing changes.
+#[test]
+fn undo_of_a_new_whose_working_copy_moved_on_is_refused() {
+    let s = Story::new();
+    let d = &s.d;
+    d.ok(&["new", "-b", "x", "--eager"]);
+    let new_id = s.newest("new");
+    let b = s.branch("x");
+    s.db.write_on(&b, json!({"rows": "x"}), "x rows");
+    d.ok(&["commit", "-m", "x rows"]);
+
+    let before = d.written();
+    let out = s.undo(&[&new_id]);
+    assert_eq!(code(&out), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "cannot undo {new_id} (new): this checkout still works on x and its working copy moved on since"
+        )),
+        "{err}"
+    );
+    assert_eq!(d.written(), before, "nothing changed");
+    assert!(s.db.branch(&b).is_some() && s.img.branch(&b).is_some());
+}
+
+/// A lazily forked branch whose writes a commit pinned can go: the pin
+/// keeps the state, so undoing the fork loses nothing.
+#[test]
+fn a_created_branch_whose_writes_are_pinned_is_deleted() {
+    let s = Story::new();
+    let d = &s.d;
+    d.ok(&["new", "-b", "lazy"]);
+    d.ok(&["open", "db", "--writable"]);
+    let open_id = s.newest("open");
+    let b = s.branch("lazy");
+    let head = s.db.write_on(&b, json!({"rows": "lazy"}), "lazy rows");
+    d.ok(&["commit", "-m", "lazy rows"]);
+    assert_eq!(
+        s.db.tag(d.manifest("db")["pin"]["ref"].as_str().unwrap()),
+        Some(head),
+        "the commit pinned the branch's writes"
+    );
+
+    let out = d.ok(&["undo", &open_id]);
+    assert_eq!(
+        lines(&out)[..2],
+        [
+            format!("undid {open_id} (open: forked db)"),
+            format!("  restored   db: deleted {b}"),
+        ]
+    );
+    assert_eq!(s.db.branch(&b), None);
+}
