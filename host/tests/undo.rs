@@ -586,3 +586,119 @@ fn a_created_branch_whose_writes_are_pinned_is_deleted() {
     );
     assert_eq!(s.db.branch(&b), None);
 }
+
+/// `gc`: the working refs it forgot come back; the pins it released are
+/// IRREVERSIBLE (exit 3).
+#[test]
+fn undo_of_gc_remembers_forgotten_refs_and_reports_released_pins() {
+    let s = Story::new();
+    let d = &s.d;
+    d.ok(&["new", "-b", "x"]);
+    d.ok(&["open", "db", "--writable"]);
+    let b = s.branch("x");
+    d.ok(&["remove", "db"]);
+    d.ok(&["gc", "--no-dry-run"]);
+    let gc_id = s.newest("gc");
+    let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
+    assert!(ws.get("working_refs").is_none(), "gc forgot it: {ws}");
+
+    let out = d.ok(&["undo"]);
+    assert_eq!(
+        lines(&out)[1..],
+        [format!("  restored   db: working ref {b} remembered again")],
+        "{out}"
+    );
+    assert!(
+        lines(&out)[0].starts_with(&format!("undid {gc_id} (gc: ")),
+        "{out}"
+    );
+    let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
+    assert_eq!(ws["working_refs"]["db"].as_str(), Some(b.as_str()), "{ws}");
+
+    // A pin only a commit git no longer has referenced is released by gc;
+    // undo cannot bring it back.
+    let s = Story::new();
+    let d = &s.d;
+    s.db.write(json!({"rows": "2"}), "more rows");
+    d.ok(&["commit", "-m", "more rows"]);
+    let pin = d.manifest("db")["pin"]["ref"].as_str().unwrap().to_string();
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    d.ok(&["gc", "--no-dry-run"]);
+    assert_eq!(s.db.tag(&pin), None, "gc released it");
+    let gc_id = s.newest("gc");
+    let out = s.undo(&[]);
+    assert_eq!(code(&out), Some(3), "{}", describe(&out));
+    let ls = lines(&stdout(&out));
+    assert!(ls[0].starts_with(&format!("undid {gc_id} (gc: ")), "{ls:?}");
+    assert!(
+        ls.contains(&format!(
+            "  IRREVERSIBLE db: pin {pin} released (`tether repair` recreates a pin a manifest still names)"
+        )),
+        "{ls:?}"
+    );
+    assert_eq!(d.ops()[1]["undone_by"], d.ops()[0]["id"]);
+}
+
+/// Worked example 6, "One object's branch on the wrong state" and "Several
+/// things in a row": undoing a `restore` reports a branch it reset as
+/// IRREVERSIBLE with its old head, and deletes one it created.
+#[test]
+fn undo_of_restore_reports_a_reset_branch_and_deletes_a_created_one() {
+    let s = Story::new();
+    let d = &s.d;
+    let c1 = d.rev("HEAD");
+    s.db.write(json!({"rows": "2"}), "more rows");
+    d.ok(&["commit", "-m", "more rows"]);
+    d.ok(&["new", "-b", "sweep"]);
+    d.ok(&["open", "db", "--writable"]);
+    let b = s.branch("sweep");
+    let db_head = s.db.branch(&b).unwrap();
+
+    d.ok(&["restore", "db", "--from", &c1]);
+    let restore_id = s.newest("restore");
+    assert_ne!(
+        s.db.branch(&b),
+        Some(db_head.clone()),
+        "reset onto c1's pin"
+    );
+    let out = s.undo(&[]);
+    assert_eq!(code(&out), Some(3), "{}", describe(&out));
+    let ls = lines(&stdout(&out));
+    assert_eq!(ls[0], format!("undid {restore_id} (restore: forked db)"));
+    assert!(
+        ls.contains(&format!(
+            "  IRREVERSIBLE db: {b} was reset and stays where it is; its head before was \
+             snapshot_id={db_head} (`tether restore` or `tether new --discard` puts it where you want)"
+        )),
+        "{ls:?}"
+    );
+
+    // zarr/imaging had no branch on sweep yet: the restore creates it, and
+    // its undo deletes it again.
+    assert_eq!(s.img.branch(&b), None);
+    d.ok(&["restore", "zarr/imaging", "--from", &c1]);
+    let restore_id = s.newest("restore");
+    assert!(s.img.branch(&b).is_some());
+    let ws_before = d.workspace_text();
+    let out = d.ok(&["undo"]);
+    assert_eq!(
+        lines(&out)[..2],
+        [
+            format!("undid {restore_id} (restore: forked zarr/imaging)"),
+            format!("  restored   zarr/imaging: deleted {b}"),
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        s.img.branch(&b),
+        None,
+        "sweep has exactly the branches it had"
+    );
+    assert_ne!(
+        d.workspace_text(),
+        ws_before,
+        "its working ref is gone again"
+    );
+    let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
+    assert!(ws["working_refs"].get("zarr/imaging").is_none(), "{ws}");
+}

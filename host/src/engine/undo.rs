@@ -15,6 +15,10 @@
 //!   *reset* as IRREVERSIBLE with its old head, return the VCS working copy
 //!   when it has not moved, delete a bookmark `-b` made, and put back the
 //!   `workspace.toml` fields it changed that still hold what it left.
+//! - `gc`: the working refs it forgot are remembered again (while nothing
+//!   else took their place) and the listings it deleted are written back
+//!   from the copies it journaled; the pins it released and the branches it
+//!   deleted are IRREVERSIBLE (`repair` rebuilds what the manifests promise).
 //! - `add`, `remove`, `import`: the manifests before (`pre.manifests`) come
 //!   back where the file still holds what the operation left
 //!   (`result.manifests`); `set`: each policy field it changed goes back while
@@ -110,6 +114,7 @@ pub async fn undo(repo: &Repo, opts: &UndoOptions) -> Result<UndoReport> {
         "new" | "restore" | "open" => undo_forks(repo, &target, opts, &mut report).await?,
         "add" | "remove" | "import" => undo_manifests(repo, &target, &mut report)?,
         "set" => undo_set(repo, &target, &mut report)?,
+        "gc" => undo_gc(repo, &target, &mut report)?,
         other => {
             return Err(TetherError::Refused(format!(
                 "operation {} ({other}) is not one tether knows how to reverse",
@@ -283,7 +288,12 @@ fn fork_point(
         let Some(params) = a.get("params") else {
             continue;
         };
-        if let Some(fp) = params.get("fork_point").filter(|v| v.is_object()) {
+        // `new` names it `fork_point`; `restore` forks onto `state`.
+        if let Some(fp) = params
+            .get("fork_point")
+            .or_else(|| params.get("state"))
+            .filter(|v| v.is_object())
+        {
             let recorded = params
                 .get("source")
                 .and_then(|s| s.get("recorded"))
@@ -977,6 +987,109 @@ fn undo_set(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()
         manifest::write_manifest(&repo.layout.objects_dir(), &key, &m)?;
         op.progress(json!({"manifest": key, "policy": {"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()}}))?;
         report.restored.extend(lines);
+    }
+    finish(op, report)
+}
+
+// ------------------------------------------------------------------- gc
+
+/// `gc`: remember the working refs it forgot and write back the listings it
+/// deleted; its released pins and deleted branches cannot come back.
+fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
+    let gc = target.result.get("report").cloned().unwrap_or(Value::Null);
+    let forgotten: BTreeSet<String> = gc
+        .get("forgotten_working_refs")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    let pre_refs = target
+        .pre
+        .get("working_refs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut ws = repo.workspace()?;
+    let mut remembered = Vec::new();
+    for key in &forgotten {
+        let Some(saved) = pre_refs.get(key) else {
+            continue;
+        };
+        let Some(name) = saved.get("ref").and_then(Value::as_str) else {
+            continue;
+        };
+        if ws.working_refs.contains_key(key) || ws.pending_forks.contains_key(key) {
+            report.skipped.push(format!(
+                "{key}: has a working ref again since; {name} is not remembered"
+            ));
+            continue;
+        }
+        let pending = saved.get("pending").and_then(Value::as_bool) == Some(true);
+        remembered.push((key.clone(), name.to_string(), pending));
+    }
+    let saved_listings = target
+        .pre
+        .get("listings")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let deleted: Vec<String> = gc
+        .get("deleted_listings")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut listings = Vec::new();
+    for name in deleted {
+        match saved_listings.get(&name).and_then(Value::as_str) {
+            Some(text) => listings.push((name, text.to_string())),
+            None => report.irreversible.push(format!(
+                "listing {name}: deleted, and the log kept no copy of it"
+            )),
+        }
+    }
+    for p in &target.progress {
+        if let Some(pin) = p.get("unpinned").and_then(Value::as_str) {
+            let key = p.get("key").and_then(Value::as_str).unwrap_or("?");
+            report.irreversible.push(format!(
+                "{key}: pin {pin} released (`tether repair` recreates a pin a manifest still names)"
+            ));
+        }
+        if let Some(branch) = p.get("deleted_branch").and_then(Value::as_str) {
+            let key = p.get("key").and_then(Value::as_str).unwrap_or("?");
+            report
+                .irreversible
+                .push(format!("{key}: branch {branch} deleted"));
+        }
+    }
+
+    let mut op = start(repo, target, report)?;
+    if !remembered.is_empty() {
+        for (key, name, pending) in &remembered {
+            if *pending {
+                ws.pending_forks.insert(key.clone(), name.clone());
+            } else {
+                ws.working_refs.insert(key.clone(), name.clone());
+            }
+            report
+                .restored
+                .push(format!("{key}: working ref {name} remembered again"));
+        }
+        repo.save_workspace(&ws)?;
+        op.progress(json!({"remembered": remembered.iter().map(|(k, n, _)| (k.clone(), n.clone())).collect::<BTreeMap<_, _>>()}))?;
+    }
+    let dir = repo.layout.listings_dir();
+    for (name, text) in listings {
+        if crate::model::listing::read_listing(&dir, &name)?.is_some() {
+            report.skipped.push(format!("listing {name}: exists again"));
+            continue;
+        }
+        crate::model::listing::write_listing(&dir, &name, &text)?;
+        op.progress(json!({"listing": name}))?;
+        report.restored.push(format!("listing {name} written back"));
     }
     finish(op, report)
 }
