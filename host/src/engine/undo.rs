@@ -266,16 +266,15 @@ fn fork_records(target: &OpEntry) -> Vec<ForkRecord> {
         .collect()
 }
 
-/// Where a branch was forked from: the plan action's `fork_point` (`new`,
-/// `restore`), else the fork point `new` left in `workspace.toml` for a lazy
-/// fork, else the manifest's state. Also whether the source was a recorded
-/// state with no pin.
+/// Where a branch was forked from: the plan action's `fork_point` (`new`) or
+/// `state` (`restore`), else the fork point `new` left in `workspace.toml`
+/// for a lazy fork, else the manifest's state.
 fn fork_point(
     target: &OpEntry,
     ws: &WorkspaceState,
     manifest: &Manifest,
     key: &str,
-) -> Option<(Value, bool)> {
+) -> Option<Value> {
     let actions = target
         .plan
         .as_ref()
@@ -285,29 +284,18 @@ fn fork_point(
         if a.get("key").and_then(Value::as_str) != Some(key) {
             continue;
         }
-        let Some(params) = a.get("params") else {
-            continue;
-        };
-        // `new` names it `fork_point`; `restore` forks onto `state`.
-        if let Some(fp) = params
-            .get("fork_point")
-            .or_else(|| params.get("state"))
-            .filter(|v| v.is_object())
-        {
-            let recorded = params
-                .get("source")
-                .and_then(|s| s.get("recorded"))
-                .is_some();
-            return Some((fp.clone(), recorded));
+        let params = a.get("params");
+        let fp = params
+            .and_then(|p| p.get("fork_point").or_else(|| p.get("state")))
+            .filter(|v| v.is_object());
+        if let Some(fp) = fp {
+            return Some(fp.clone());
         }
     }
     if let Some(fp) = ws.fork_points.get(key) {
-        return Some((Value::Object(fp.clone()), manifest.pin.is_none()));
+        return Some(Value::Object(fp.clone()));
     }
-    manifest
-        .state
-        .clone()
-        .map(|s| (Value::Object(s), manifest.pin.is_none()))
+    manifest.state.clone().map(Value::Object)
 }
 
 fn same_state(a: &Value, b: &Value, descriptor: &Descriptor) -> bool {
@@ -545,7 +533,7 @@ async fn undo_forks(
         let fp = fork_point(target, &ws, &m, &r.key);
         let untouched = fp
             .as_ref()
-            .is_some_and(|(fp, _)| same_state(fp, &head, &descriptor));
+            .is_some_and(|fp| same_state(fp, &head, &descriptor));
         let mut discarded = false;
         if !untouched {
             if history.is_none() {
