@@ -17,6 +17,10 @@
 //! (optional) reads the base at a fixed point. A state is
 //! `{"snapshot_id": "<id>"}`.
 //!
+//! `tombstones` (optional, `true` or `"true"`; default false) makes the store
+//! behave like one that never reuses a deleted tag's name (Icechunk): see
+//! "Tombstones and pin generations" below. It is not part of the identity.
+//!
 //! ## Storage layout
 //!
 //! Relative to `system`:
@@ -26,6 +30,7 @@
 //! | `snapshots/<id>.json` | `{"message": str, "parents": [id], "payload": {key: value}, "when": rfc3339}` |
 //! | `refs/branches/<name>.json` | `{"snapshot_id": id}` |
 //! | `refs/tags/<name>.json` | `{"snapshot_id": id}` (pins are tags `tether.<pin-id>`) |
+//! | `refs/tags/<name>.json.deleted` | `{}`: a tombstone (see below) |
 //! | `tether-owner.json` | `{"owner": dataset_id}`, only in stores `create` made |
 //!
 //! `<id>` is the first 20 hex digits of sha256 over the canonical JSON
@@ -48,6 +53,29 @@
 //! Every ref move is a conditional put: create-only for a new ref, if-match
 //! on the ref file's etag for a move. That is what makes `CONDITIONAL_REF`
 //! honest: of several racing forks with one `expected`, exactly one wins.
+//!
+//! ## Tombstones and pin generations
+//!
+//! Some stores never reuse a deleted tag's name: Icechunk keeps a tombstone.
+//! tether then keeps the pin id and moves the *ref* on to the next generation,
+//! `tether.<pin-id>.2`, `.3`, ... `.1000` (spec 09, "ops, undo, repair").
+//! This backend emulates such a store:
+//!
+//! - a tag name with a tombstone `refs/tags/<name>.json.deleted` is never
+//!   created again, whatever the locator says;
+//! - with `tombstones` in the locator, deleting a tag (`unpin`) writes the
+//!   tombstone first, then deletes the tag. A test deletes a tag "with the
+//!   store's own tools" the same way: write the tombstone, remove the tag file.
+//!
+//! So `pin(state, id)` returns the *live* generation of `tether.<id>` when it
+//! holds `state` (idempotent), refuses when it holds another state (a pin is
+//! never moved), and otherwise creates the first generation whose name is
+//! neither taken nor tombstoned. Readers resolve a pin through its live
+//! generation: `verify`, `open`, and every `Target::Pinned` (fork, promote,
+//! merge) read the tag the pin-ref names when it exists, else the highest
+//! generation of `tether.<pin.id>` that does. `verify` says `pinned as
+//! tether.<id>.N` when that is not the ref it was given, and `unpin` deletes
+//! every live generation.
 
 mod harness;
 mod store;
@@ -91,10 +119,89 @@ struct Locator {
     branch: String,
     #[serde(default)]
     at: Option<String>,
+    /// Deleting a tag leaves a tombstone (a store like Icechunk).
+    #[serde(default, deserialize_with = "flag")]
+    tombstones: bool,
 }
 
 fn default_branch() -> String {
     "main".to_owned()
+}
+
+/// A boolean locator field: `true`, or `"true"` as `tether add --set k=v`
+/// writes it (likewise false).
+fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Flag {
+        Bool(bool),
+        Text(String),
+    }
+    match Flag::deserialize(d)? {
+        Flag::Bool(b) => Ok(b),
+        Flag::Text(t) if t == "true" => Ok(true),
+        Flag::Text(t) if t == "false" => Ok(false),
+        Flag::Text(t) => Err(serde::de::Error::custom(format!(
+            "expected true or false, found {t:?}"
+        ))),
+    }
+}
+
+/// The highest generation a pin ref may carry (`.2` ... `.1000`).
+const MAX_GENERATION: u32 = 1000;
+
+/// The tag of `pin_id` at `generation` (1 is `tether.<pin_id>` itself).
+fn pin_tag(pin_id: &str, generation: u32) -> String {
+    let base = format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX);
+    if generation == 1 {
+        base
+    } else {
+        format!("{base}.{generation}")
+    }
+}
+
+/// The generation `name` is of `pin_id`'s tag: 1 for the tag itself, N for
+/// `.N` (2..=1000, decimal, no leading zero); `None` for any other name.
+fn generation_of(pin_id: &str, name: &str) -> Option<u32> {
+    let rest = name
+        .strip_prefix(tether_sdk::PIN_REF_PREFIX)?
+        .strip_prefix(pin_id)?;
+    if rest.is_empty() {
+        return Some(1);
+    }
+    let digits = rest.strip_prefix('.')?;
+    if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (2..=MAX_GENERATION).contains(n))
+}
+
+/// The live generation of a pin, with the snapshot it holds: the tag the
+/// pin-ref names when it exists, else the highest generation of
+/// `tether.<pin.id>` that does; `None` when every one is gone.
+fn live_pin(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
+    if let Some(r) = store.read_ref(RefKind::Tag, &pin.ref_)? {
+        return Ok(Some((pin.ref_.clone(), r.value)));
+    }
+    live_generation(store, &pin.id)
+}
+
+/// The highest generation of `pin_id`'s tag that exists, with its snapshot.
+fn live_generation(store: &Store, pin_id: &str) -> Result<Option<(String, String)>> {
+    let newest = store
+        .ref_names(RefKind::Tag)?
+        .into_iter()
+        .filter_map(|name| generation_of(pin_id, &name).map(|g| (g, name)))
+        .max();
+    let Some((_, name)) = newest else {
+        return Ok(None);
+    };
+    Ok(store
+        .read_ref(RefKind::Tag, &name)?
+        .map(|r| (name, r.value)))
 }
 
 #[derive(Deserialize)]
@@ -134,11 +241,17 @@ impl MemoryBackend {
         let id = match target {
             Target::Base => Self::base_head(store, loc)?,
             Target::WorkingRef(name) => store.head(RefKind::Branch, name)?,
-            Target::Pinned(pin) => store.head(RefKind::Tag, &pin.ref_)?,
+            Target::Pinned(pin) => Self::pinned(store, pin)?.1,
             Target::Recorded(state) => snapshot_id(state)?,
         };
         store.require_snapshot(&id)?;
         Ok(id)
+    }
+
+    /// A pin's live generation and its snapshot, or not-found naming the pin.
+    fn pinned(store: &Store, pin: &PinRef) -> Result<(String, String)> {
+        live_pin(store, pin)?
+            .ok_or_else(|| Error::not_found(format!("tag {} (pin {}) is gone", pin.ref_, pin.id)))
     }
 
     /// Move branch `name` to what `next` computes from its current head, as one
@@ -245,35 +358,70 @@ impl Backend for MemoryBackend {
         let (_, store) = open(locator)?;
         let id = snapshot_id(state)?;
         store.require_snapshot(&id)?;
-        let tag = format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX);
-        let created = match store.create_ref(RefKind::Tag, &tag, &id) {
-            Ok(()) => true,
-            Err(StorageError::AlreadyExists(_)) => match store.read_ref(RefKind::Tag, &tag)? {
-                Some(r) if r.value == id => false,
-                Some(r) => {
-                    return Err(Error::backend(format!(
-                        "tag {tag} exists at {} instead of {id}",
-                        r.value
-                    )));
-                }
-                None => {
-                    return Err(Error::backend(format!(
-                        "tag {tag} vanished while pinning; retry"
-                    )));
-                }
-            },
-            Err(e) => return Err(e.into()),
-        };
-        Ok(PinRef {
+        let pin_ref = |tag: String, created| PinRef {
             id: pin_id.to_owned(),
             ref_: tag,
             created,
-        })
+        };
+        // Idempotent: the live generation holding this state is the pin; one
+        // holding another state is never moved.
+        if let Some((tag, at)) = live_generation(&store, pin_id)? {
+            if at == id {
+                return Ok(pin_ref(tag, false));
+            }
+            return Err(Error::backend(format!(
+                "tag {tag} exists at {at} instead of {id}"
+            )));
+        }
+        // None is live: the first generation whose name is free. A tombstoned
+        // name is never created again.
+        for generation in 1..=MAX_GENERATION {
+            let tag = pin_tag(pin_id, generation);
+            if store.is_tombstoned(RefKind::Tag, &tag)? {
+                continue;
+            }
+            return match store.create_ref(RefKind::Tag, &tag, &id) {
+                Ok(()) => Ok(pin_ref(tag, true)),
+                // Someone pinned it meanwhile: fine when at this state.
+                Err(StorageError::AlreadyExists(_)) => match store.read_ref(RefKind::Tag, &tag)? {
+                    Some(r) if r.value == id => Ok(pin_ref(tag, false)),
+                    Some(r) => Err(Error::backend(format!(
+                        "tag {tag} exists at {} instead of {id}",
+                        r.value
+                    ))),
+                    None => Err(Error::backend(format!(
+                        "tag {tag} vanished while pinning; retry"
+                    ))),
+                },
+                Err(e) => Err(e.into()),
+            };
+        }
+        Err(Error::backend(format!(
+            "every generation of {} up to .{MAX_GENERATION} was deleted; this pin id cannot be \
+             pinned again in this store",
+            pin_tag(pin_id, 1)
+        )))
     }
 
     fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
-        let (_, store) = open(locator)?;
-        store.delete_ref(RefKind::Tag, &pin.ref_)
+        let (loc, store) = open(locator)?;
+        // Every live generation goes, and the ref named, whatever it is.
+        let mut tags: Vec<String> = store
+            .ref_names(RefKind::Tag)?
+            .into_iter()
+            .filter(|name| generation_of(&pin.id, name).is_some())
+            .collect();
+        if !tags.contains(&pin.ref_) {
+            tags.push(pin.ref_.clone());
+        }
+        for tag in tags {
+            if loc.tombstones {
+                store.delete_ref_leaving_tombstone(RefKind::Tag, &tag)?;
+            } else {
+                store.delete_ref(RefKind::Tag, &tag)?;
+            }
+        }
+        Ok(())
     }
 
     fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
@@ -297,16 +445,20 @@ impl Backend for MemoryBackend {
         let id = snapshot_id(state)?;
         let report = |status, message: String| Ok(VerifyReport { status, message });
         if let Some(pin) = pin {
-            return match store.read_ref(RefKind::Tag, &pin.ref_)? {
+            return match live_pin(&store, pin)? {
                 None => report(VerifyStatus::Missing, format!("tag {} is gone", pin.ref_)),
-                Some(r) if r.value != id => report(
+                Some((tag, at)) if at != id => report(
                     VerifyStatus::Drifted,
-                    format!("tag {} points at {} instead of {id}", pin.ref_, r.value),
+                    format!("tag {tag} points at {at} instead of {id}"),
                 ),
                 Some(_) if deep && store.snapshot(&id)?.is_none() => {
                     report(VerifyStatus::Missing, format!("snapshot {id} is gone"))
                 }
-                Some(_) => report(VerifyStatus::Ok, format!("tag {} holds {id}", pin.ref_)),
+                // A later generation carries the pin: say which.
+                Some((tag, _)) if tag != pin.ref_ => {
+                    report(VerifyStatus::Ok, format!("pinned as {tag}"))
+                }
+                Some((tag, _)) => report(VerifyStatus::Ok, format!("tag {tag} holds {id}")),
             };
         }
         if !deep {
@@ -413,7 +565,7 @@ impl Backend for MemoryBackend {
             Target::Base if loc.at.is_none() => (Some(loc.branch.clone()), true),
             Target::Base => (loc.at.clone(), false),
             Target::WorkingRef(name) => (Some(name.clone()), true),
-            Target::Pinned(pin) => (Some(pin.ref_.clone()), false),
+            Target::Pinned(pin) => (Some(Self::pinned(&store, pin)?.0), false),
             Target::Recorded(_) => (None, false),
         };
         let id = Self::resolve(&store, &loc, target)?;
@@ -513,7 +665,7 @@ impl Backend for MemoryBackend {
         let (loc, store) = open(locator)?;
         for key in store.keys()? {
             let accounted = match key {
-                Key::Owner | Key::Snapshot(_) => true,
+                Key::Owner | Key::Snapshot(_) | Key::Tombstone(_) => true,
                 Key::Ref(RefKind::Branch, name) if name == loc.branch => true,
                 Key::Ref(_, name) => ignoring.contains(&name),
                 Key::Foreign => false,
@@ -556,7 +708,7 @@ impl Backend for MemoryBackend {
         // leaves a store that is still recognisably ours.
         for key in store.keys()? {
             match key {
-                Key::Snapshot(key) => store.delete_key(&key)?,
+                Key::Snapshot(key) | Key::Tombstone(key) => store.delete_key(&key)?,
                 Key::Ref(kind, name) => store.delete_ref(kind, &name)?,
                 Key::Owner | Key::Foreign => {}
             }

@@ -7,6 +7,7 @@
 //! | `snapshots/<id>.json` | `{"message", "parents", "payload", "when"}` |
 //! | `refs/branches/<name>.json` | `{"snapshot_id": "<id>"}` |
 //! | `refs/tags/<name>.json` | `{"snapshot_id": "<id>"}` |
+//! | `refs/tags/<name>.json.deleted` | `{}`: a tombstone; the tag name is never created again |
 //! | `tether-owner.json` | `{"owner": "<dataset id>"}` (stores `create` made) |
 //!
 //! A snapshot id is the first 20 hex digits of the sha256 of the canonical
@@ -22,6 +23,9 @@ use tether_sdk::{Error, Result, canonical_json};
 
 /// The owner marker. Not under `refs/`, so no ref listing ever reports it.
 pub const OWNER_KEY: &str = "tether-owner.json";
+/// Appended to a ref's key to make its tombstone. A ref listing (names ending
+/// `.json`) never reports one.
+const TOMBSTONE_SUFFIX: &str = ".deleted";
 const SNAPSHOTS: &str = "snapshots/";
 const ID_LEN: usize = 20;
 
@@ -214,6 +218,23 @@ impl Store {
         Ok(())
     }
 
+    /// Whether a tombstone says `name` was deleted and must never be created
+    /// again (a store like Icechunk, which never reuses a deleted tag's name).
+    pub fn is_tombstoned(&self, kind: RefKind, name: &str) -> Result<bool> {
+        Ok(self.bucket.exists(&tombstone_key(kind, name)?)?)
+    }
+
+    /// Delete a ref and leave its tombstone. The tombstone is written first,
+    /// so the name is never free in between.
+    pub fn delete_ref_leaving_tombstone(&self, kind: RefKind, name: &str) -> Result<()> {
+        if !self.bucket.exists(&ref_key(kind, name)?)? {
+            return Ok(());
+        }
+        self.bucket
+            .put_json(&tombstone_key(kind, name)?, &json!({}), PutMode::Overwrite)?;
+        self.delete_ref(kind, name)
+    }
+
     /// Every ref name of `kind`, in key order.
     pub fn ref_names(&self, kind: RefKind) -> Result<Vec<String>> {
         let prefix = kind.prefix();
@@ -343,6 +364,8 @@ pub enum Key {
     Owner,
     Snapshot(String),
     Ref(RefKind, String),
+    /// A deleted ref's tombstone (the key itself).
+    Tombstone(String),
     /// Something the layout does not account for.
     Foreign,
 }
@@ -356,15 +379,22 @@ impl Key {
             return Self::Snapshot(key);
         }
         for kind in [RefKind::Branch, RefKind::Tag] {
-            if let Some(name) = key
-                .strip_prefix(kind.prefix())
-                .and_then(|n| n.strip_suffix(".json"))
-            {
+            let Some(rest) = key.strip_prefix(kind.prefix()) else {
+                continue;
+            };
+            if let Some(name) = rest.strip_suffix(".json") {
                 return Self::Ref(kind, name.to_owned());
+            }
+            if rest.ends_with(&format!(".json{TOMBSTONE_SUFFIX}")) {
+                return Self::Tombstone(key);
             }
         }
         Self::Foreign
     }
+}
+
+fn tombstone_key(kind: RefKind, name: &str) -> Result<String> {
+    Ok(format!("{}{TOMBSTONE_SUFFIX}", ref_key(kind, name)?))
 }
 
 fn snapshot_key(id: &str) -> String {
