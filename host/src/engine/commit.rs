@@ -22,7 +22,7 @@ use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
 use crate::model::{Manifest, Pin, ids, key, listing, manifest, time};
-use crate::oplog::{NewOp, index};
+use crate::oplog::{NewOp, OpHandle, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
 use crate::plugin::{BackendError, PinRef, fan_out};
 
@@ -48,7 +48,7 @@ pub struct CommitReport {
 }
 
 /// Refuse a working copy that cannot commit: read-only, or off its bookmark.
-fn check_bookmark(repo: &Repo) -> Result<String> {
+pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
     let ws = repo.workspace()?;
     let Some(bookmark) = ws.bookmark.clone() else {
         return Err(TetherError::Refused(
@@ -120,78 +120,40 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         expected: manifest::manifest_hash(&manifests),
     });
 
-    // Per object: identity and effective capabilities, concurrently.
-    let mut calls = Vec::new();
-    for k in &keys {
-        let m = manifests[k].clone();
-        let client = repo.client(&m).await?;
-        let policy = json!({"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()});
-        calls.push((k.clone(), async move {
-            let identity = client.identity().await?;
-            let caps = client.effective_capabilities(&policy).await?;
-            Ok((identity, caps))
-        }));
-    }
-    let facts = fan_out(calls).await.into_result()?;
+    let facts = object_facts(repo, &manifests, &keys).await?;
     let plugins = repo.plugins().await?;
     for (k, (identity, caps)) in facts {
         let m = &manifests[&k];
         let descriptor = plugins[&m.kind].descriptor();
         let state = states[&k].clone().expect("failures were refused above");
-        let mut caps = caps;
-        if m.policy.pin == crate::model::PinMode::Record {
-            caps.retain(|c| c != "PIN");
-        }
         let has = |c: &str| caps.iter().any(|x| x == c);
-        let now = content(&state, descriptor);
         let locator = Value::Object(m.locator.clone());
         let working_ref = Repo::working_ref(&ws, &k).unwrap_or_default();
         let unchanged = m
             .state
             .as_ref()
-            .is_some_and(|s| content(s, descriptor) == now)
+            .is_some_and(|s| content(s, descriptor) == content(&state, descriptor))
             && (m.pin.is_some() == has("PIN"))
             && m.recoverable == (has("PIN") || has("ADDRESSABLE"));
-        let base = Action::new(verb::PIN, &k)
-            .with_kind(&m.kind)
-            .with_param("state", Value::Object(state.clone()))
-            .with_param("backend", json!(m.kind))
-            .with_param("locator", locator.clone())
-            .with_param("identity", identity.clone());
         let action = if unchanged {
             Action {
                 verb: UNCHANGED.into(),
-                ..base
+                ..base_action(&k, m, &state, &identity)
             }
             .with_detail("unchanged")
-        } else if has("PIN") {
-            let pin_id = ids::pin_id(
-                repo.dataset_id(),
-                &m.kind,
-                &identity,
-                &Value::Object(now.clone()),
-            );
-            base.with_target(ids::ref_for_pin(&pin_id))
-                .with_param("pin_id", json!(pin_id))
-        } else if has("ADDRESSABLE") {
-            Action {
-                verb: verb::RECORD.into(),
-                ..base
-            }
-            .with_detail("recorded")
-        } else if opts.strict {
-            return Err(TetherError::Refused(format!(
-                "{k} is Observed: its state can be recorded but not read back; --strict refuses to commit it \
-                 unrecoverably (commit without --strict, or leave it out with KEY...)"
-            )));
+            .with_param("listing", json!(has("DIFF")))
         } else {
-            Action {
-                verb: UNRECOVERABLE.into(),
-                ..base
-            }
-            .with_detail("recorded (not recoverable)")
+            write_action(
+                repo,
+                &k,
+                m,
+                &state,
+                &identity,
+                &caps,
+                descriptor,
+                opts.strict,
+            )?
         };
-        let action = action.with_param("listing", json!(has("DIFF")));
         if action.verb != UNCHANGED {
             // The object must still be where the plan saw it when the plan applies.
             p.require(Precondition::RefHead {
@@ -204,6 +166,88 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         p.push(action);
     }
     Ok(p)
+}
+
+/// Each object's identity and effective capabilities under its policy
+/// (`pin = "record"` drops PIN), asked of the stores concurrently.
+pub(crate) async fn object_facts(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+) -> Result<BTreeMap<String, (Value, Vec<String>)>> {
+    let mut calls = Vec::new();
+    for k in keys {
+        let m = manifests[k].clone();
+        let client = repo.client(&m).await?;
+        let policy = json!({"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()});
+        calls.push((k.clone(), async move {
+            let identity = client.identity().await?;
+            let mut caps = client.effective_capabilities(&policy).await?;
+            if m.policy.pin == crate::model::PinMode::Record {
+                caps.retain(|c| c != "PIN");
+            }
+            Ok((identity, caps))
+        }));
+    }
+    Ok(fan_out(calls).await.into_result()?.into_iter().collect())
+}
+
+/// What every commit action of an object carries: the state, and the
+/// backend, locator and identity it was read with.
+fn base_action(key: &str, m: &Manifest, state: &Map<String, Value>, identity: &Value) -> Action {
+    Action::new(verb::PIN, key)
+        .with_kind(&m.kind)
+        .with_param("state", Value::Object(state.clone()))
+        .with_param("backend", json!(m.kind))
+        .with_param("locator", Value::Object(m.locator.clone()))
+        .with_param("identity", identity.clone())
+}
+
+/// The write that records `state` for an object with capabilities `caps`:
+/// `pin` (a native ref `tether.<pin_id>`), `record` (Addressable), or
+/// `unrecoverable` (Observed; refused with `strict`). `m.locator` is what the
+/// manifest will hold afterwards (`commit` and `pull` write it back).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_action(
+    repo: &Repo,
+    key: &str,
+    m: &Manifest,
+    state: &Map<String, Value>,
+    identity: &Value,
+    caps: &[String],
+    descriptor: &crate::plugin::Descriptor,
+    strict: bool,
+) -> Result<Action> {
+    let has = |c: &str| caps.iter().any(|x| x == c);
+    let base = base_action(key, m, state, identity);
+    let action = if has("PIN") {
+        let pin_id = ids::pin_id(
+            repo.dataset_id(),
+            &m.kind,
+            identity,
+            &Value::Object(content(state, descriptor)),
+        );
+        base.with_target(ids::ref_for_pin(&pin_id))
+            .with_param("pin_id", json!(pin_id))
+    } else if has("ADDRESSABLE") {
+        Action {
+            verb: verb::RECORD.into(),
+            ..base
+        }
+        .with_detail("recorded")
+    } else if strict {
+        return Err(TetherError::Refused(format!(
+            "{key} is Observed: its state can be recorded but not read back; --strict refuses to commit it \
+             unrecoverably (commit without --strict, or leave it out with KEY...)"
+        )));
+    } else {
+        Action {
+            verb: UNRECOVERABLE.into(),
+            ..base
+        }
+        .with_detail("recorded (not recoverable)")
+    };
+    Ok(action.with_param("listing", json!(has("DIFF"))))
 }
 
 /// Objects in one branch scope share a pin and a working branch, so a
@@ -275,10 +319,65 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         return Ok(report);
     }
 
-    let originals = repo.manifests()?;
     let journal = repo.journal()?;
     let mut op = journal.start(NewOp::new("commit").plan(plan))?;
+    // A commit of everything also takes the dataset's other edits under
+    // .tether/ and tether.toml (removed objects, a changed config).
+    let landing = Landing {
+        message: message.as_deref(),
+        no_vcs,
+        other_edits: plan.keys().is_none_or(|k| k.is_empty()),
+    };
+    match land(repo, &writes, &mut op, &landing, &mut report).await {
+        Ok(_) => {
+            op.finish(json!(report))?;
+            Ok(report)
+        }
+        Err(e) => {
+            op.finish(failure_record(&e))?;
+            Err(e)
+        }
+    }
+}
 
+/// The journal's result for a landing that failed and was rolled back:
+/// `failed` is `{key: error}` when objects failed, else the error.
+pub(crate) fn failure_record(e: &TetherError) -> Value {
+    let failed = match e {
+        TetherError::MultiObject(m) => json!(
+            m.failures
+                .iter()
+                .map(|(k, e)| (k.clone(), e.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        ),
+        other => json!(other.to_string()),
+    };
+    json!({"failed": failed, "rolled_back": true})
+}
+
+/// How [`land`] ends: the VCS commit's message, or none (`--no-vcs`), and
+/// whether the dataset's other edits (tether.toml, removed manifests) go in.
+pub(crate) struct Landing<'a> {
+    pub message: Option<&'a str>,
+    pub no_vcs: bool,
+    pub other_edits: bool,
+}
+
+/// The write half of `commit` and `pull`, under the locks and an open
+/// journal entry: create the pins of `writes` concurrently, write the
+/// manifests (each action's `locator` param becomes the manifest's locator)
+/// and listings, commit exactly those paths, and add the pins it created to
+/// the pinned index. Returns those pins by key. On failure it releases the
+/// pins it created (never one it found) and puts the manifests back; the
+/// caller closes the journal entry either way.
+pub(crate) async fn land(
+    repo: &Repo,
+    writes: &[&Action],
+    op: &mut OpHandle,
+    landing: &Landing<'_>,
+    report: &mut CommitReport,
+) -> Result<BTreeMap<String, PinRef>> {
+    let originals = repo.manifests()?;
     // Pins first, concurrently; remember which ones this commit created.
     let mut calls = Vec::new();
     for a in writes.iter().filter(|a| a.verb == verb::PIN) {
@@ -306,65 +405,44 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
     }
     if !failures.is_empty() {
         rollback(repo, &originals, &pins, &originals).await;
-        op.finish(json!({"failed": failures.iter().map(|(k, e)| (k.clone(), e.to_string())).collect::<BTreeMap<_, _>>()}))?;
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
 
-    match write_and_commit(
-        repo,
-        plan,
-        &writes,
-        &pins,
-        &originals,
-        message.as_deref(),
-        no_vcs,
-        &mut report,
-    )
-    .await
-    {
-        Ok(()) => {
-            let pinned_index: Vec<index::PinnedPin> = pins
-                .iter()
-                .filter(|(_, p)| p.created)
-                .map(|(k, p)| {
-                    let a = writes
-                        .iter()
-                        .find(|a| &a.key == k)
-                        .expect("pinned objects come from actions");
-                    index::PinnedPin {
-                        dataset_id: repo.dataset_id().to_string(),
-                        pin_id: p.id.clone(),
-                        kind: a.kind.clone(),
-                        key: k.clone(),
-                        identity: a.params["identity"].clone(),
-                        ref_name: Some(p.ref_name.clone()),
-                        at: time::now_timestamp(),
-                    }
-                })
-                .collect();
-            if !pinned_index.is_empty() {
-                index::append_pinned(repo.vcs.shared_dir(), &pinned_index)?;
-            }
-            op.finish(json!(report))?;
-            Ok(report)
-        }
-        Err(e) => {
-            rollback(repo, &originals, &pins, &originals).await;
-            op.finish(json!({"failed": e.to_string(), "rolled_back": true}))?;
-            Err(e)
-        }
+    if let Err(e) = write_and_commit(repo, writes, &pins, &originals, landing, report).await {
+        rollback(repo, &originals, &pins, &originals).await;
+        return Err(e);
     }
+    let pinned_index: Vec<index::PinnedPin> = pins
+        .iter()
+        .filter(|(_, p)| p.created)
+        .map(|(k, p)| {
+            let a = writes
+                .iter()
+                .find(|a| &a.key == k)
+                .expect("pinned objects come from actions");
+            index::PinnedPin {
+                dataset_id: repo.dataset_id().to_string(),
+                pin_id: p.id.clone(),
+                kind: a.kind.clone(),
+                key: k.clone(),
+                identity: a.params["identity"].clone(),
+                ref_name: Some(p.ref_name.clone()),
+                at: time::now_timestamp(),
+            }
+        })
+        .collect();
+    if !pinned_index.is_empty() {
+        index::append_pinned(repo.vcs.shared_dir(), &pinned_index)?;
+    }
+    Ok(pins)
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn write_and_commit(
     repo: &Repo,
-    plan: &Plan,
     writes: &[&Action],
     pins: &BTreeMap<String, PinRef>,
     originals: &BTreeMap<String, Manifest>,
-    message: Option<&str>,
-    no_vcs: bool,
+    landing: &Landing<'_>,
     report: &mut CommitReport,
 ) -> Result<()> {
     let captured_at = time::now_timestamp();
@@ -373,6 +451,10 @@ async fn write_and_commit(
     let plugins = repo.plugins().await?;
     for a in writes {
         let mut m = originals[&a.key].clone();
+        if let Some(Value::Object(locator)) = a.params.get("locator") {
+            // `pull` moves an `--at` object onto its branch: `at` goes.
+            m.locator = locator.clone();
+        }
         let state = a.params["state"].as_object().cloned().unwrap_or_default();
         let descriptor = plugins
             .get(&m.kind)
@@ -449,18 +531,18 @@ async fn write_and_commit(
         ws.last_snapshot_errors.remove(&a.key);
     }
     repo.save_workspace(&ws)?;
-    if no_vcs {
+    if landing.no_vcs {
         return Ok(());
     }
-    if plan.keys().is_none_or(|k| k.is_empty()) {
-        // A commit of everything also takes the dataset's other edits under
-        // .tether/ and tether.toml (removed objects, a changed config).
+    if landing.other_edits {
         paths.extend(other_dataset_edits(repo)?);
     }
     paths.sort();
     paths.dedup();
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let commit = repo.vcs.commit_paths(&refs, message.unwrap_or_default())?;
+    let commit = repo
+        .vcs
+        .commit_paths(&refs, landing.message.unwrap_or_default())?;
     report.vcs_commit = Some(commit.to_string());
     Ok(())
 }

@@ -66,10 +66,11 @@ impl VerifyResult {
 
 /// What one check is about: the same object state at any number of labels.
 #[derive(Debug, Clone)]
-struct Subject {
-    key: String,
-    manifest: Manifest,
-    labels: Vec<String>,
+pub(crate) struct Subject {
+    pub key: String,
+    pub manifest: Manifest,
+    /// `key`, or `<rev12>:key` per commit with `--all-history`, newest first.
+    pub labels: Vec<String>,
 }
 
 /// Whether a committed manifest names anything a store could confirm.
@@ -99,7 +100,26 @@ fn subject_id(m: &Manifest) -> String {
 }
 
 pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
-    if opts.all_history && opts.rev.is_some() {
+    let subjects = subjects(repo, &opts.keys, opts.rev.as_deref(), opts.all_history)?;
+    let mut result = VerifyResult::default();
+    for (subject, report) in check(repo, subjects, opts.deep).await? {
+        for label in subject.labels {
+            result.reports.insert(label, report.clone());
+        }
+    }
+    Ok(result)
+}
+
+/// The distinct checks the selected manifests ask for: the working tree's
+/// (labels `key`), one revision's, or every commit's with `all_history`
+/// (labels `<rev12>:key`). `keys` selects objects as `KEY...` does.
+pub(crate) fn subjects(
+    repo: &Repo,
+    keys: &[String],
+    rev: Option<&str>,
+    all_history: bool,
+) -> Result<Vec<Subject>> {
+    if all_history && rev.is_some() {
         return Err(TetherError::Refused(
             "--rev and --all-history select different manifests: give one".into(),
         ));
@@ -121,15 +141,13 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
         });
         subjects[i].labels.push(label);
     };
-    if opts.all_history {
+    if all_history {
         let commits = history_manifests(repo)?;
         let every_key: BTreeSet<&str> = commits
             .iter()
             .flat_map(|(_, ms)| ms.keys().map(String::as_str))
             .collect();
-        let chosen: BTreeSet<String> = key::select_keys(&opts.keys, every_key)?
-            .into_iter()
-            .collect();
+        let chosen: BTreeSet<String> = key::select_keys(keys, every_key)?.into_iter().collect();
         for (commit, manifests) in &commits {
             for (k, m) in manifests.iter() {
                 if chosen.contains(k) {
@@ -138,7 +156,7 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
             }
         }
     } else {
-        let (manifests, prefix) = match &opts.rev {
+        let (manifests, prefix) = match rev {
             Some(rev) => {
                 let commit = repo.vcs.resolve(rev)?;
                 let prefix = format!("{}:", commit.short12());
@@ -146,15 +164,23 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
             }
             None => (repo.manifests()?, String::new()),
         };
-        let chosen = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
+        let chosen = key::select_keys(keys, manifests.keys().map(String::as_str))?;
         for k in &chosen {
             add(k, &manifests[k], format!("{prefix}{k}"));
         }
     }
+    Ok(subjects)
+}
 
-    let mut result = VerifyResult::default();
-    // One batch per object: every pin it ever had is verified in one plugin
-    // instance, and the objects run concurrently.
+/// Ask the stores about every subject: one batch per object, so every pin
+/// it ever had is verified in one plugin instance, and the objects run
+/// concurrently. Each subject comes back with its report.
+pub(crate) async fn check(
+    repo: &Repo,
+    subjects: Vec<Subject>,
+    deep: bool,
+) -> Result<Vec<(Subject, LabelReport)>> {
+    let mut out = Vec::new();
     let mut groups: BTreeMap<(String, String), Vec<Subject>> = BTreeMap::new();
     for s in subjects {
         let object = (
@@ -164,22 +190,18 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
         groups.entry(object).or_default().push(s);
     }
     let mut calls = Vec::new();
-    let mut group_labels = Vec::new();
+    let mut grouped = Vec::new();
     for (object, group) in groups {
         let client = match repo.client(&group[0].manifest).await {
             Ok(client) => client,
             // A kind this tether cannot run is an answer for its labels,
             // not a failure of the whole report.
             Err(e @ TetherError::UnknownKind { .. }) => {
-                for label in group.iter().flat_map(|s| &s.labels) {
-                    result.reports.insert(
-                        label.clone(),
-                        LabelReport {
-                            status: VerifyStatus::Unknown,
-                            message: e.to_string(),
-                        },
-                    );
-                }
+                let report = LabelReport {
+                    status: VerifyStatus::Unknown,
+                    message: e.to_string(),
+                };
+                out.extend(group.into_iter().map(|s| (s, report.clone())));
                 continue;
             }
             Err(e) => return Err(e),
@@ -193,31 +215,23 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
                 )
             })
             .collect();
-        let deep = opts.deep;
         calls.push((
             object,
             async move { client.verify_batch(&items, deep).await },
         ));
-        group_labels.push(
-            group
-                .into_iter()
-                .map(|s| (s.key, s.labels))
-                .collect::<Vec<_>>(),
-        );
+        grouped.push(group);
     }
-    for ((_, outcome), subjects) in fan_out(calls).await.results.into_iter().zip(group_labels) {
+    for ((_, outcome), group) in fan_out(calls).await.results.into_iter().zip(grouped) {
         let outcomes: Vec<std::result::Result<VerifyReport, BackendError>> = match outcome {
             Ok(each) => each,
-            Err(e) => subjects.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
         };
-        for ((key, labels), outcome) in subjects.into_iter().zip(outcomes) {
-            let report = to_label_report(&key, outcome);
-            for label in labels {
-                result.reports.insert(label, report.clone());
-            }
+        for (subject, outcome) in group.into_iter().zip(outcomes) {
+            let report = to_label_report(&subject.key, outcome);
+            out.push((subject, report));
         }
     }
-    Ok(result)
+    Ok(out)
 }
 
 /// A backend's answer, or its failure as a report: a store that cannot be
