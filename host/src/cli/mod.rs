@@ -17,6 +17,7 @@ mod ops;
 mod output;
 mod plugin;
 mod promote;
+mod pull;
 mod recover;
 mod remove;
 mod restore;
@@ -108,6 +109,17 @@ enum Command {
     ///
     /// Exit code 3 when part of the work could not be reversed; the rest was.
     Undo(undo::Args),
+    /// Fetch the heads of this bookmark's branches and commit them onto it.
+    ///
+    /// The dataset's `git fetch` + rebase. On the trunk that is every
+    /// object's upstream branch -- and, for systems without branches, the
+    /// object itself: a table's current version, a directory's contents.
+    /// What differs from the bookmark's commit is pinned and committed on the
+    /// bookmark, which moves. Nothing moved: no commit. An immutable file that
+    /// changed is refused. `undo` uncommits it (pins stay). `--key` pulls only
+    /// those objects, and commits only their manifests, as `commit KEY...`
+    /// does.
+    Pull(pull::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -154,6 +166,7 @@ pub fn main() -> ExitCode {
             Command::Promote(args) => promote::run(args).await,
             Command::Plugin(args) => plugin::run(args).await,
             Command::Undo(args) => undo::run(args).await,
+            Command::Pull(args) => pull::run(args).await,
         }
     });
     match result {

@@ -20,6 +20,7 @@ pub mod open;
 pub mod ops;
 pub mod plugin_cmd;
 pub mod promote;
+pub mod pull;
 pub mod recover;
 pub mod remove;
 pub mod repo;

@@ -429,5 +429,85 @@ impl Dataset {
         let out = self.ok(&["ops", "--json"]);
         let v: Value = serde_json::from_str(&out).expect("ops --json is JSON");
         v.as_array().expect("an array").clone()
+// --- pull and repair (host/tests/pull.rs, host/tests/repair.rs) ---
+
+impl Dataset {
+    /// Run `tether ARGS`, require exit `code`; stdout and stderr.
+    pub fn run(&self, args: &[&str], code: i32) -> (String, String) {
+        let out = self.tether(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "tether {} should exit {code}:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        (stdout(&out), stderr(&out))
+    }
+
+    /// Run `tether ARGS --json`, require exit `code`, parse stdout.
+    pub fn json(&self, args: &[&str], code: i32) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        let (out, _) = self.run(&args, code);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+    }
+
+    /// The newest entry of this checkout's operation log, as `ops --json`
+    /// prints it.
+    pub fn newest_op(&self) -> Value {
+        self.json(&["ops"], 0)[0].clone()
+    }
+
+    /// `tether new -b NAME --eager`: this checkout on a new bookmark, every
+    /// working branch forked now. Returns `key`'s working branch, as
+    /// `workspace.toml` names it.
+    pub fn fork_bookmark(&self, bookmark: &str, key: &str) -> String {
+        self.ok(&["new", "-b", bookmark, "--eager"]);
+        let path = self.root().join(".tether/workspace.toml");
+        let ws = tether::model::WorkspaceState::read(&path)
+            .unwrap()
+            .expect("new writes workspace.toml");
+        assert_eq!(ws.bookmark.as_deref(), Some(bookmark));
+        assert_eq!(self.git(&["branch", "--show-current"]).trim(), bookmark);
+        ws.working_refs
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no working branch for {key} in {}", path.display()))
+    }
+}
+
+impl MemoryStore {
+    /// Delete a branch behind tether's back.
+    pub fn delete_branch(&self, name: &str) {
+        std::fs::remove_file(self.ref_path("branches", name)).expect("the branch exists");
+    }
+
+    /// Point a tag at another snapshot behind tether's back.
+    pub fn set_tag(&self, name: &str, snapshot_id: &str) {
+        let path = self.ref_path("tags", name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, json!({"snapshot_id": snapshot_id}).to_string()).unwrap();
+    }
+
+    /// Delete a tag the way a store that never reuses a tag's name does (the
+    /// memory layout's tombstone, as Icechunk keeps one): the tombstone first,
+    /// then the tag.
+    pub fn tombstone_tag(&self, name: &str) {
+        let tag = self.ref_path("tags", name);
+        let mut tombstone = tag.clone().into_os_string();
+        tombstone.push(".deleted");
+        std::fs::write(tombstone, "{}").unwrap();
+        std::fs::remove_file(tag).expect("the tag exists");
+    }
+
+    /// Remove a snapshot file (its state is gone from the store).
+    pub fn delete_snapshot(&self, snapshot_id: &str) {
+        std::fs::remove_file(
+            self.root
+                .join("snapshots")
+                .join(format!("{snapshot_id}.json")),
+        )
+        .expect("the snapshot exists");
     }
 }
