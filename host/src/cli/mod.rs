@@ -20,6 +20,7 @@ mod promote;
 mod pull;
 mod recover;
 mod remove;
+mod repair;
 mod restore;
 mod set;
 mod snapshot;
@@ -120,6 +121,17 @@ enum Command {
     /// those objects, and commits only their manifests, as `commit KEY...`
     /// does.
     Pull(pull::Args),
+    /// Recreate missing pins and working branches from the manifests.
+    ///
+    /// A manifest promises "this pin names this state". If the native ref is
+    /// gone (an undone `gc`, a ref deleted by hand) but the state is still
+    /// reachable in the store, `repair` recreates it; a working branch this
+    /// workspace expects but the store lost is forked again from the
+    /// manifest. Pins that exist but point elsewhere are reported, not
+    /// overwritten. Exit code 3 if something could not be rebuilt. KEY...
+    /// repairs only those objects: only their pins and working branches are
+    /// checked, and only their stores contacted.
+    Repair(repair::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
@@ -167,6 +179,7 @@ pub fn main() -> ExitCode {
             Command::Plugin(args) => plugin::run(args).await,
             Command::Undo(args) => undo::run(args).await,
             Command::Pull(args) => pull::run(args).await,
+            Command::Repair(args) => repair::run(args).await,
         }
     });
     match result {

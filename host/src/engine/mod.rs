@@ -23,6 +23,7 @@ pub mod promote;
 pub mod pull;
 pub mod recover;
 pub mod remove;
+pub mod repair;
 pub mod repo;
 pub mod restore;
 pub mod set;
