@@ -145,14 +145,20 @@ fn a_drifted_pin_is_reported_not_overwritten_and_a_lost_state_fails() {
     );
     assert!(out[0].contains("reported, not overwritten"), "{out:?}");
     assert_eq!(out[1], "nothing to repair");
-    assert_eq!(store.tag(&pin), Some(elsewhere), "the drifted pin is left alone");
+    assert_eq!(
+        store.tag(&pin),
+        Some(elsewhere),
+        "the drifted pin is left alone"
+    );
 
     // A pin whose state is gone too cannot be rebuilt: FAILED, exit 3.
     store.delete_tag(&pin);
     store.delete_snapshot(&snapshot);
     let (out, _) = d.run(&["repair"], 3);
     assert!(
-        out.contains(&format!("FAILED zarr/imaging: pin {pin} is gone and so is its state")),
+        out.contains(&format!(
+            "FAILED zarr/imaging: pin {pin} is gone and so is its state"
+        )),
         "{out}"
     );
     let r = d.json(&["repair"], 3);
@@ -195,7 +201,10 @@ fn a_saved_plan_applies_once_and_goes_stale_with_history() {
     let plan_file = d.tmp().join("repair-plan.json");
     let plan_path = plan_file.to_str().unwrap();
     let (out, _) = d.run(&["repair", "--plan", plan_path], 0);
-    assert!(out.contains(&format!("repin zarr/imaging [memory] {pin}")), "{out}");
+    assert!(
+        out.contains(&format!("repin zarr/imaging [memory] {pin}")),
+        "{out}"
+    );
     let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan_file).unwrap()).unwrap();
     assert_eq!(plan["command"], "repair");
     let kinds: Vec<&str> = plan["preconditions"]
@@ -310,10 +319,19 @@ fn a_dry_run_says_how_far_an_interrupted_operation_got() {
         .into_iter()
         .find(|l| l.contains("INCOMPLETE"))
         .unwrap_or_else(|| panic!("a note on the interrupted commit:\n{out}"));
-    assert!(note.contains(&format!("INCOMPLETE {} commit", op_id(&d))), "{note}");
+    assert!(
+        note.contains(&format!("INCOMPLETE {} commit", op_id(&d))),
+        "{note}"
+    );
     assert!(note.contains("1 of 1 planned effect(s) landed"), "{note}");
-    assert!(note.contains(&format!("done: pinned zarr/imaging -> {target};")), "{note}");
-    assert!(note.contains("running `tether commit` again finishes it"), "{note}");
+    assert!(
+        note.contains(&format!("done: pinned zarr/imaging -> {target};")),
+        "{note}"
+    );
+    assert!(
+        note.contains("running `tether commit` again finishes it"),
+        "{note}"
+    );
 }
 
 /// The id of the newest operation.

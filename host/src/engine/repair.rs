@@ -32,16 +32,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::checker::Checker;
 use super::error::{Result, TetherError};
+use super::fork;
 use super::repo::Repo;
 use super::verify::{self, Subject};
 use crate::model::{ModelError, canonical, time};
 use crate::oplog::{NewOp, OpEntry, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
-use crate::plugin::{BackendError, Expected, PinRef, Target, VerifyStatus, fan_out};
+use crate::plugin::{Expected, Target, VerifyStatus, fan_out};
 
 #[derive(Debug, Clone, Default)]
 pub struct RepairOptions {
@@ -203,11 +204,9 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
         let client = repo.client(m).await?;
         let r = working_ref.clone();
         probes.push((k.clone(), async move {
-            match client.fingerprint(Some(&r)).await {
-                Ok(_) => Ok(true),
-                Err(BackendError::NotFound(_)) => Ok(false),
-                Err(e) => Err(e),
-            }
+            fork::branch_head(&client, &r)
+                .await
+                .map(|head| head.is_some())
         }));
     }
     for (k, exists) in fan_out(probes).await.results {
@@ -225,31 +224,15 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
             }
         }
         let store = Store::new(&m.kind, Value::Object(m.locator.clone()));
-        let source = match (&m.pin, &m.state) {
-            (Some(pin), _) => Some((
-                json!({"pinned": PinRef {
-                    id: pin.id.clone(),
-                    ref_name: pin.r#ref.clone(),
-                    created: pin.created,
-                }}),
-                format!("forked again from pin {}", pin.r#ref),
-            )),
-            (None, Some(state)) => Some((
-                json!({"recorded": state}),
-                format!("forked again from {}", canonical::to_string(&json!(state))),
-            )),
-            (None, None) => ws
-                .base_states
+        // What the manifest records; an object never committed, where its
+        // branch started.
+        let source = fork::fork_source(m).map(|(target, _)| target).or_else(|| {
+            ws.base_states
                 .get(&k)
                 .or_else(|| ws.fork_points.get(&k))
-                .map(|state| {
-                    (
-                        json!({"recorded": state}),
-                        format!("forked again from {}", canonical::to_string(&json!(state))),
-                    )
-                }),
-        };
-        let Some((source, detail)) = source else {
+                .map(|state| Target::Recorded(Value::Object(state.clone())))
+        });
+        let Some(source) = source else {
             unrepairable.insert(
                 k.clone(),
                 format!(
@@ -258,6 +241,13 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
                 ),
             );
             continue;
+        };
+        let detail = match &source {
+            Target::Pinned(pin) => format!("forked again from pin {}", pin.ref_name),
+            Target::Recorded(state) => {
+                format!("forked again from {}", canonical::to_string(state))
+            }
+            _ => "forked again".to_string(),
         };
         p.require(Precondition::RefAbsent {
             key: k.clone(),
@@ -269,7 +259,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
                 .with_kind(&m.kind)
                 .with_target(working_ref)
                 .with_detail(detail)
-                .with_param("source", source)
+                .with_param("source", fork::source_param(&source))
                 .with_param("backend", json!(m.kind))
                 .with_param("locator", Value::Object(m.locator.clone())),
         );
@@ -436,7 +426,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
     let mut calls = Vec::new();
     for a in plan.actions.iter().filter(|a| a.verb == verb::REFORK) {
         let client = client_for(repo, a).await?;
-        let source = source_of(a)?;
+        let source = fork::source_from_param(a.params.get("source"))?;
         let name = a.target.clone();
         calls.push((a.key.clone(), async move {
             client.fork(&source, &name, &Expected::Absent).await
@@ -472,26 +462,6 @@ async fn client_for(repo: &Repo, a: &Action) -> Result<crate::plugin::ObjectClie
     let backend = a.params["backend"].as_str().unwrap_or(&a.kind);
     let plugin = repo.plugin(backend).await?;
     Ok(repo.client_for(&plugin, &a.params["locator"]))
-}
-
-/// What a `refork` forks from: `{"pinned": pin-ref}` or `{"recorded": state}`.
-fn source_of(a: &Action) -> Result<Target> {
-    let source = a.params.get("source").and_then(Value::as_object);
-    let bad = || {
-        TetherError::Refused(format!(
-            "the refork of {} names no source to fork from: re-run the plan",
-            a.key
-        ))
-    };
-    let source: &Map<String, Value> = source.ok_or_else(bad)?;
-    if let Some(pin) = source.get("pinned") {
-        let pin: PinRef = serde_json::from_value(pin.clone()).map_err(|_| bad())?;
-        return Ok(Target::Pinned(pin));
-    }
-    source
-        .get("recorded")
-        .map(|s| Target::Recorded(s.clone()))
-        .ok_or_else(bad)
 }
 
 /// Load a saved plan for `--from-plan`, refusing another command's plan and
