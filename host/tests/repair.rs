@@ -161,6 +161,12 @@ fn a_drifted_pin_is_reported_not_overwritten_and_a_lost_state_fails() {
         )),
         "{out}"
     );
+    assert_eq!(lines(&out).len(), 1, "said once: {out}");
+    let (out, _) = d.run(&["repair", "--dry-run"], 0);
+    assert!(
+        out.contains(&format!("cannot rebuild zarr/imaging: pin {pin} is gone")),
+        "{out}"
+    );
     let r = d.json(&["repair"], 3);
     assert_eq!(r["repinned"], json!({}));
     assert!(r["failed"]["zarr/imaging"].is_string(), "{r}");

@@ -50,6 +50,9 @@ pub async fn run(args: Args) -> Result<Exit> {
             println!("{}", plan.to_json_pretty());
         } else {
             print!("{}", plan.render());
+            for (target, why) in repair::unrepairable(&plan) {
+                println!("  cannot rebuild {target}: {why}");
+            }
             if let Some(path) = &args.plan {
                 println!(
                     "plan saved to {}; apply it with `tether repair --from-plan {}`",

@@ -169,10 +169,6 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
                         pin.r#ref
                     ),
                 );
-                p.note(format!(
-                    "{label}: pin {} is gone and so is its state ({why}); it cannot be rebuilt",
-                    pin.r#ref
-                ));
             }
             _ => p.push(
                 Action::new(verb::REPIN, &s.key)
@@ -353,13 +349,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
         notes: plan.notes.clone(),
         ..RepairReport::default()
     };
-    if let Some(Value::Object(unrepairable)) = plan.context.get("unrepairable") {
-        for (target, why) in unrepairable {
-            report
-                .failed
-                .insert(target.clone(), why.as_str().unwrap_or_default().to_string());
-        }
-    }
+    report.failed = unrepairable(plan);
     if plan.is_empty() {
         return Ok(report);
     }
@@ -462,6 +452,19 @@ async fn client_for(repo: &Repo, a: &Action) -> Result<crate::plugin::ObjectClie
     let backend = a.params["backend"].as_str().unwrap_or(&a.kind);
     let plugin = repo.plugin(backend).await?;
     Ok(repo.client_for(&plugin, &a.params["locator"]))
+}
+
+/// What a plan found it cannot rebuild (`context.unrepairable`), by target.
+pub fn unrepairable(plan: &Plan) -> BTreeMap<String, String> {
+    plan.context
+        .get("unrepairable")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .map(|(t, why)| (t.clone(), why.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Load a saved plan for `--from-plan`, refusing another command's plan and
