@@ -324,9 +324,10 @@ fn a_bookmark_pull_reads_its_working_branches_and_skips_the_rest() {
     assert_eq!(r["vcs_commit"], Value::Null);
 
     // A write on the branch is what a pull on the bookmark commits.
-    let written = t
+    let written_state = t
         .store
         .write_on(&branch, json!({"labels": "relabelled"}), "relabel");
+    let written = written_state.clone();
     let (out, _) = d.run(&["pull"], 0);
     let (pulled, _, last) = parse(&out);
     assert_eq!(
@@ -348,4 +349,21 @@ fn a_bookmark_pull_reads_its_working_branches_and_skips_the_rest() {
     // main did not move.
     assert_ne!(d.rev("main"), d.rev("relabel"));
     assert_eq!(d.rev("main"), d.rev("relabel~1"));
+
+    // A working branch the store lost stops the pull, which says what
+    // brings it back; after `repair` the pull is up to date.
+    t.store.delete_branch(&branch);
+    let written = d.written();
+    let (_, err) = d.run(&["pull"], 1);
+    assert!(
+        err.contains(&format!(
+            "its working branch {branch} is gone: `tether repair zarr/imaging` forks it again"
+        )),
+        "{err}"
+    );
+    assert_eq!(d.written(), written);
+    d.ok(&["repair", "zarr/imaging"]);
+    assert_eq!(t.store.branch(&branch), Some(written_state));
+    let r = d.json(&["pull"], 0);
+    assert_eq!(r["unchanged"], json!(["zarr/imaging"]));
 }

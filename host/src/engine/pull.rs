@@ -156,9 +156,15 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
     let failures: Vec<(String, BackendError)> = states
         .iter()
         .filter_map(|(k, r)| {
-            r.as_ref()
-                .err()
-                .map(|e| (k.clone(), BackendError::Other(e.clone())))
+            let e = r.as_ref().err()?;
+            // A working branch the store lost: say what brings it back.
+            let e = match reading.working_refs.get(k) {
+                Some(branch) if e.starts_with("not found") => format!(
+                    "{e} (its working branch {branch} is gone: `tether repair {k}` forks it again)"
+                ),
+                _ => e.clone(),
+            };
+            Some((k.clone(), BackendError::Other(e)))
         })
         .collect();
     if !failures.is_empty() {
