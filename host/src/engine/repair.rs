@@ -297,8 +297,7 @@ fn interrupted(entry: &OpEntry) -> String {
         .unwrap_or_default();
     let done: Vec<String> = entry.progress.iter().map(effect).collect();
     format!(
-        "INCOMPLETE {} {} (started {}): {} of {} planned effect(s) landed{}{}; running `tether {}` \
-         again finishes it",
+        "INCOMPLETE {} {} (started {}): {} of {} planned effect(s) landed{}{}; {} finishes it",
         entry.id,
         entry.command,
         entry.at,
@@ -314,7 +313,7 @@ fn interrupted(entry: &OpEntry) -> String {
         } else {
             format!("; planned: {}", planned.join(", "))
         },
-        entry.command,
+        crate::oplog::rerun_hint(entry),
     )
 }
 

@@ -521,7 +521,9 @@ fn find(entries: Vec<OpEntry>, id: &str) -> Result<OpEntry, OplogError> {
         .ok_or_else(|| OplogError::NotFound { id: id.into() })
 }
 
-fn rerun_hint(entry: &OpEntry) -> String {
+/// The command that finishes an interrupted operation, as a phrase
+/// (running `tether commit` again, or a drop's own command).
+pub fn rerun_hint(entry: &OpEntry) -> String {
     let bookmark = entry
         .plan
         .as_ref()
