@@ -344,3 +344,37 @@ fn a_dry_run_says_how_far_an_interrupted_operation_got() {
 fn op_id(d: &Dataset) -> String {
     d.newest_op()["id"].as_str().unwrap().to_string()
 }
+
+#[test]
+fn a_gc_you_regret_is_repaired_under_the_next_generation() {
+    // spec 09 ("ops, undo, repair"), 14 ("Icechunk never reuses a deleted tag
+    // name"): a pin `gc` released in a store with tombstones comes back, once
+    // its commit is back, as `tether.<pin_id>.2`.
+    let (d, store, _) = committed(true);
+    let first = d.rev("HEAD");
+    let relabelled = store.write(json!({"labels": "1"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    let second = d.rev("HEAD");
+    let pin = pin_ref(&d);
+
+    // The commit leaves history; gc releases the pin only it referenced.
+    d.git(&["reset", "-q", "--hard", &first]);
+    d.ok(&["gc", "--no-dry-run"]);
+    assert_eq!(store.tag(&pin), None, "gc released {pin}");
+
+    // The commit comes back (the reflog); its pin is missing, its state is not.
+    d.git(&["reset", "-q", "--hard", &second]);
+    let (out, _) = d.run(&["verify"], 1);
+    assert!(out.starts_with("missing zarr/imaging"), "{out}");
+    let (out, _) = d.run(&["repair"], 0);
+    assert_eq!(out, format!("repinned zarr/imaging -> {pin}.2\n"));
+    assert_eq!(store.tag(&format!("{pin}.2")), Some(relabelled));
+    let mut verified = lines(&d.ok(&["verify", "--all-history"]));
+    verified.sort();
+    let mut expected = vec![
+        format!("ok {}:zarr/imaging", &first[..12]),
+        format!("ok {}:zarr/imaging: pinned as {pin}.2", &second[..12]),
+    ];
+    expected.sort();
+    assert_eq!(verified, expected);
+}
