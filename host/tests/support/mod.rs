@@ -429,6 +429,9 @@ impl Dataset {
         let out = self.ok(&["ops", "--json"]);
         let v: Value = serde_json::from_str(&out).expect("ops --json is JSON");
         v.as_array().expect("an array").clone()
+    }
+}
+
 // --- pull and repair (host/tests/pull.rs, host/tests/repair.rs) ---
 
 impl Dataset {
