@@ -655,46 +655,11 @@ impl Vcs for GitVcs {
     }
 
     fn read_file(&self, commit: &CommitId, path: &str) -> Result<Option<Vec<u8>>> {
-        let path = normalize_path(path)?;
-        let repo = self.lock();
-        let tree = commit_tree(&repo, commit)?;
-        let entry = match tree.get_path(Path::new(&path)) {
-            Ok(e) => e,
-            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
-            Err(e) => return Err(VcsError::git(format!("reading {path} at {commit}"))(e)),
-        };
-        if entry.kind() != Some(ObjectType::Blob) {
-            return Ok(None);
-        }
-        let blob = repo
-            .find_blob(entry.id())
-            .map_err(VcsError::git(format!("reading {path} at {commit}")))?;
-        Ok(Some(blob.content().to_vec()))
+        read_file_at(&self.lock(), commit, path)
     }
 
     fn list_files(&self, commit: &CommitId, prefix: &str) -> Result<Vec<String>> {
-        let prefix = normalize_prefix(prefix)?;
-        let repo = self.lock();
-        let tree = commit_tree(&repo, commit)?;
-        let sub = if prefix.is_empty() {
-            tree
-        } else {
-            match tree.get_path(Path::new(&prefix)) {
-                Ok(e) if e.kind() == Some(ObjectType::Tree) => repo
-                    .find_tree(e.id())
-                    .map_err(VcsError::git(format!("reading {prefix} at {commit}")))?,
-                Ok(e) if e.kind() == Some(ObjectType::Blob) => return Ok(vec![prefix]),
-                Ok(_) => return Ok(Vec::new()),
-                Err(e) if e.code() == ErrorCode::NotFound => return Ok(Vec::new()),
-                Err(e) => return Err(VcsError::git(format!("reading {prefix} at {commit}"))(e)),
-            }
-        };
-        let mut out: Vec<String> = blob_entries(&sub, &prefix)?
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
-        out.sort();
-        Ok(out)
+        list_files_at(&self.lock(), commit, prefix)
     }
 
     fn history<'a>(
@@ -706,20 +671,20 @@ impl Vcs for GitVcs {
             let repo = self.lock();
             visible_commits(&repo, &self.common_dir)?
         };
-        Ok(Box::new(HistoryWalk {
-            vcs: self,
-            ids: ids.into_iter(),
-            components: if prefix.is_empty() {
-                Vec::new()
-            } else {
-                prefix.split('/').map(str::to_owned).collect()
-            },
+        Ok(Box::new(HistoryWalk::new(
+            &self.repo,
+            &self.blob_reads,
+            ids,
             prefix,
-            child_of: HashMap::new(),
-            files_of: HashMap::new(),
-            blobs: HashMap::new(),
-            empty: Arc::new(FileMap::new()),
-        }))
+        )))
+    }
+
+    fn visible_ids(&self) -> Result<Vec<CommitId>> {
+        let repo = self.lock();
+        Ok(visible_commits(&repo, &self.common_dir)?
+            .iter()
+            .map(|o| CommitId::new(o.to_string()))
+            .collect())
     }
 
     fn history_digest(&self) -> Result<String> {
@@ -1307,8 +1272,9 @@ impl Vcs for GitVcs {
 /// commits are read one per `next()`. Within one walk, the prefix's subtree is found
 /// through a cache keyed by (tree id, depth), a subtree seen before yields the same
 /// shared file map, and blobs are read once by id.
-struct HistoryWalk<'a> {
-    vcs: &'a GitVcs,
+pub(super) struct HistoryWalk<'a> {
+    repo: &'a Mutex<Repository>,
+    blob_reads: &'a AtomicU64,
     ids: std::vec::IntoIter<Oid>,
     prefix: String,
     components: Vec<String>,
@@ -1331,9 +1297,36 @@ impl Iterator for HistoryWalk<'_> {
     }
 }
 
-impl HistoryWalk<'_> {
+impl<'a> HistoryWalk<'a> {
+    /// A walk over `ids` (already in the order to yield) of the repository behind
+    /// `repo`, counting blob reads in `blob_reads`. The jj adapter walks its backing
+    /// git store with it too.
+    pub(super) fn new(
+        repo: &'a Mutex<Repository>,
+        blob_reads: &'a AtomicU64,
+        ids: Vec<Oid>,
+        prefix: String,
+    ) -> Self {
+        HistoryWalk {
+            repo,
+            blob_reads,
+            ids: ids.into_iter(),
+            components: if prefix.is_empty() {
+                Vec::new()
+            } else {
+                prefix.split('/').map(str::to_owned).collect()
+            },
+            prefix,
+            child_of: HashMap::new(),
+            files_of: HashMap::new(),
+            blobs: HashMap::new(),
+            empty: Arc::new(FileMap::new()),
+        }
+    }
+
     fn load(&mut self, id: Oid) -> Result<HistoryCommit> {
-        let repo = self.vcs.lock();
+        // As in `GitVcs::lock`: libgit2 state lives on disk, so a poisoned lock is usable.
+        let repo = self.repo.lock().unwrap_or_else(|p| p.into_inner());
         let ctx = || format!("reading commit {id}");
         let commit = repo.find_commit(id).map_err(VcsError::git(ctx()))?;
         let mut tree = Some(commit.tree_id());
@@ -1366,7 +1359,7 @@ impl HistoryWalk<'_> {
                                 let blob = repo
                                     .find_blob(blob_id)
                                     .map_err(VcsError::git(format!("reading {path}")))?;
-                                self.vcs.blob_reads.fetch_add(1, Ordering::Relaxed);
+                                self.blob_reads.fetch_add(1, Ordering::Relaxed);
                                 let c: Arc<[u8]> = Arc::from(blob.content());
                                 self.blobs.insert(blob_id, c.clone());
                                 c
@@ -1396,6 +1389,57 @@ impl HistoryWalk<'_> {
             files,
         })
     }
+}
+
+/// A file's content at a commit, `None` when it has no file there (both adapters).
+pub(super) fn read_file_at(
+    repo: &Repository,
+    commit: &CommitId,
+    path: &str,
+) -> Result<Option<Vec<u8>>> {
+    let path = normalize_path(path)?;
+    let tree = commit_tree(repo, commit)?;
+    let entry = match tree.get_path(Path::new(&path)) {
+        Ok(e) => e,
+        Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(VcsError::git(format!("reading {path} at {commit}"))(e)),
+    };
+    if entry.kind() != Some(ObjectType::Blob) {
+        return Ok(None);
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .map_err(VcsError::git(format!("reading {path} at {commit}")))?;
+    Ok(Some(blob.content().to_vec()))
+}
+
+/// Every file under `prefix` at a commit, sorted (both adapters).
+pub(super) fn list_files_at(
+    repo: &Repository,
+    commit: &CommitId,
+    prefix: &str,
+) -> Result<Vec<String>> {
+    let prefix = normalize_prefix(prefix)?;
+    let tree = commit_tree(repo, commit)?;
+    let sub = if prefix.is_empty() {
+        tree
+    } else {
+        match tree.get_path(Path::new(&prefix)) {
+            Ok(e) if e.kind() == Some(ObjectType::Tree) => repo
+                .find_tree(e.id())
+                .map_err(VcsError::git(format!("reading {prefix} at {commit}")))?,
+            Ok(e) if e.kind() == Some(ObjectType::Blob) => return Ok(vec![prefix]),
+            Ok(_) => return Ok(Vec::new()),
+            Err(e) if e.code() == ErrorCode::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(VcsError::git(format!("reading {prefix} at {commit}"))(e)),
+        }
+    };
+    let mut out: Vec<String> = blob_entries(&sub, &prefix)?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    out.sort();
+    Ok(out)
 }
 
 /// Opens the repository at or above `start` without reading `GIT_DIR` & co. from the
@@ -1606,7 +1650,7 @@ fn statuses(repo: &Repository) -> Result<Vec<PathChange>> {
 }
 
 /// Every blob under `tree` as (`prefix/relative path`, blob id). Submodules are left out.
-fn blob_entries(tree: &git2::Tree<'_>, prefix: &str) -> Result<Vec<(String, Oid)>> {
+pub(super) fn blob_entries(tree: &git2::Tree<'_>, prefix: &str) -> Result<Vec<(String, Oid)>> {
     let mut out = Vec::new();
     tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
         if entry.kind() == Some(ObjectType::Blob) {
@@ -1627,7 +1671,7 @@ fn blob_entries(tree: &git2::Tree<'_>, prefix: &str) -> Result<Vec<(String, Oid)
     Ok(out)
 }
 
-fn find_commit<'r>(repo: &'r Repository, commit: &CommitId) -> Result<git2::Commit<'r>> {
+pub(super) fn find_commit<'r>(repo: &'r Repository, commit: &CommitId) -> Result<git2::Commit<'r>> {
     let unknown = |detail: &str| VcsError::UnknownRevision {
         rev: commit.to_string(),
         detail: detail.to_owned(),
@@ -1636,7 +1680,7 @@ fn find_commit<'r>(repo: &'r Repository, commit: &CommitId) -> Result<git2::Comm
     repo.find_commit(oid).map_err(|e| unknown(e.message()))
 }
 
-fn commit_tree<'r>(repo: &'r Repository, commit: &CommitId) -> Result<git2::Tree<'r>> {
+pub(super) fn commit_tree<'r>(repo: &'r Repository, commit: &CommitId) -> Result<git2::Tree<'r>> {
     find_commit(repo, commit)?
         .tree()
         .map_err(VcsError::git(format!("reading the tree of {commit}")))
@@ -1656,7 +1700,7 @@ fn empty_tree(repo: &Repository) -> Result<Oid> {
         .map_err(VcsError::git("writing the empty tree"))
 }
 
-fn to_datetime(t: Time) -> chrono::DateTime<chrono::FixedOffset> {
+pub(super) fn to_datetime(t: Time) -> chrono::DateTime<chrono::FixedOffset> {
     let offset = chrono::FixedOffset::east_opt(t.offset_minutes() * 60)
         .unwrap_or_else(|| chrono::FixedOffset::east_opt(0).expect("zero offset"));
     chrono::DateTime::from_timestamp(t.seconds(), 0)
@@ -1723,7 +1767,7 @@ fn parse_bool(v: &str) -> bool {
 /// git's `--cleanup=whitespace`, its default for a message given with `-m`: trailing
 /// whitespace off every line, runs of blank lines collapsed, leading and trailing blank
 /// lines dropped, one final newline.
-fn cleanup_message(message: &str) -> String {
+pub(super) fn cleanup_message(message: &str) -> String {
     let mut out = String::new();
     let mut blank_run = false;
     for line in message.lines() {
@@ -1754,13 +1798,13 @@ fn is_executable(_meta: &fs::Metadata) -> bool {
 }
 
 /// A path without `.` segments or a trailing separator (libgit2 returns dirs with one).
-fn clean_dir(p: &Path) -> PathBuf {
+pub(super) fn clean_dir(p: &Path) -> PathBuf {
     p.components()
         .filter(|c| !matches!(c, Component::CurDir))
         .collect()
 }
 
-fn canonical(p: &Path) -> PathBuf {
+pub(super) fn canonical(p: &Path) -> PathBuf {
     fs::canonicalize(p).unwrap_or_else(|_| clean_dir(p))
 }
 

@@ -1,7 +1,7 @@
 //! The dataset VCS: where tether's manifests live and how a dataset commit is made.
 //!
 //! A dataset is `tether.toml`, `.tether/objects/<key>.toml` and `.tether/listings/`
-//! inside the user's own git (or, later, jj) repository, and a dataset commit is a VCS
+//! inside the user's own git or jj repository, and a dataset commit is a VCS
 //! commit of those files. The engine talks to that repository only through the
 //! [`Vcs`] trait, so git and jj are interchangeable behind it.
 //!
@@ -10,6 +10,8 @@
 //!   hot path. The one subprocess it starts is a user's commit hook (`pre-commit`,
 //!   `commit-msg`, `post-commit`), because the spec says a refusing hook stops a
 //!   dataset commit; and [`require_git_version`] runs `git --version` once per process.
+//! - [`jj::JjVcs`] is the jj adapter: the jj CLI for writes and for which commits are
+//!   visible, the repository's backing git store (`git2`) for reading files and history.
 //! - [`VcsEnv`] is the environment the adapter works in, captured once: the variables
 //!   `git rev-parse --local-env-vars` lists (`GIT_DIR`, `GIT_INDEX_FILE`, ...) are
 //!   dropped, so a git hook that runs tether still commits to the dataset's own
@@ -20,6 +22,7 @@
 //! UTF-8 (`.tether/objects/zarr/imaging.toml`); tether only ever names its own files.
 
 pub mod git;
+pub mod jj;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -28,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use git::GitVcs;
+pub use jj::{JjVcs, JjVersion, MIN_JJ_VERSION};
 
 /// The result type of this module.
 pub type Result<T, E = VcsError> = std::result::Result<T, E>;
@@ -231,6 +235,17 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Ok(self.head_state()?.bookmark().map(str::to_owned))
     }
 
+    /// Every bookmark the working copy is on, the first being [`current_branch`](Self::current_branch).
+    /// git: the checked-out branch. jj: the bookmarks at `@`, then at `@-`.
+    fn working_bookmarks(&self) -> Result<Vec<String>> {
+        Ok(self.current_branch()?.into_iter().collect())
+    }
+
+    /// Bookmarks in conflict (jj: moved concurrently to several commits); git has none.
+    fn conflicted_bookmarks(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Resolves a user's `REV` (full or short sha, branch, tag, `HEAD~2`, ...) to a
     /// commit, refusing an unknown or ambiguous one with [`VcsError::UnknownRevision`].
     fn resolve(&self, rev: &str) -> Result<CommitId>;
@@ -255,6 +270,10 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         &'a self,
         prefix: &str,
     ) -> Result<Box<dyn Iterator<Item = Result<HistoryCommit>> + 'a>>;
+
+    /// The ids of every commit [`history`](Self::history) would yield, in its order,
+    /// without reading them: how a caller checks that a recorded commit still exists.
+    fn visible_ids(&self) -> Result<Vec<CommitId>>;
 
     /// sha256 (hex) over every visible commit id, sorted: a commit made in any checkout
     /// changes it, which stales a saved `gc` plan.
@@ -283,6 +302,19 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// unstaged change stays as it was. Runs the user's `pre-commit`, `commit-msg` and
     /// `post-commit` hooks; a refusing hook leaves index and branch untouched.
     fn commit_paths(&self, paths: &[&str], message: &str) -> Result<CommitId>;
+
+    /// [`commit_paths`](Self::commit_paths) for the working copy's `bookmark`, which
+    /// moves onto the new commit (jj: in the same operation). git commits on the
+    /// checked-out branch, which is the bookmark.
+    fn commit_on_bookmark(
+        &self,
+        paths: &[&str],
+        message: &str,
+        bookmark: &str,
+    ) -> Result<CommitId> {
+        let _ = bookmark;
+        self.commit_paths(paths, message)
+    }
 
     /// Creates branch `name` at `commit`, refusing an existing one.
     fn create_branch(&self, name: &str, commit: &CommitId) -> Result<()>;
@@ -379,11 +411,7 @@ pub fn detect_with_env(start: &Path, prefer: Prefer, env: VcsEnv) -> Result<Box<
         let has_jj = dir.join(".jj").is_dir();
         let has_git = dir.join(".git").exists();
         if has_jj && (!has_git || prefer == Prefer::Jj) {
-            // The jj adapter (CLI for writes, its git store for reads) slots in here.
-            return Err(VcsError::JjUnsupported {
-                root: dir.to_path_buf(),
-                colocated: has_git,
-            });
+            return Ok(Box::new(JjVcs::open_with_env(dir, env)?));
         }
         if has_git {
             break;
@@ -454,6 +482,13 @@ impl VcsEnv {
             .filter(|(k, _)| !is_local_env_var(k))
             .collect();
         VcsEnv { vars }
+    }
+
+    /// The same environment with `name` set to `value` (how the engine points the jj
+    /// adapter at `[vcs] jj_path`).
+    pub fn with_var(mut self, name: &str, value: impl Into<OsString>) -> Self {
+        self.vars.insert(OsString::from(name), value.into());
+        self
     }
 
     /// One variable, `None` when unset or not UTF-8.
@@ -566,12 +601,32 @@ pub enum VcsError {
     BareRepository { path: PathBuf },
 
     #[error(
-        "{} is a jj repository{}, and this tether build has no jj adapter yet{}",
-        root.display(),
-        if *colocated { " colocated with git" } else { "" },
-        if *colocated { ": set `[vcs] prefer = \"git\"` in tether.toml to use its git side" } else { "" }
+        "{} is a jj repository without a git backend: tether reads jj history from its git store (`jj git init`)",
+        root.display()
     )]
-    JjUnsupported { root: PathBuf, colocated: bool },
+    JjNotGitBacked { root: PathBuf },
+
+    #[error(
+        "this jj workspace has no working-copy commit (was it forgotten? `jj workspace update-stale` or `jj workspace add` make one)"
+    )]
+    JjNoWorkingCopy,
+
+    #[error("the jj working copy is a merge (parents {}): a dataset commit needs one parent. `jj new BOOKMARK` first", parents.join(", "))]
+    JjMergeWorkingCopy { parents: Vec<String> },
+
+    #[error(
+        "bookmark `{bookmark}` is not at `@` or `@-`: `tether new {bookmark} --keep` (or `jj new {bookmark}`) brings the working copy back"
+    )]
+    JjBookmarkNotHere { bookmark: String },
+
+    #[error("jj {found} ({}) is too old: tether needs jj {}.{} or newer. Install a newer jj (`cargo install --locked jj-cli`), or point TETHER_JJ or `[vcs] jj_path` in .tether/secrets.toml at one", exe.display(), MIN_JJ_VERSION.0, MIN_JJ_VERSION.1)]
+    JjTooOld { exe: PathBuf, found: JjVersion },
+
+    #[error("could not run `{} --version`: {detail}. Install jj {}.{} or newer, or point TETHER_JJ at one (a jj reachable only through `[vcs] jj_path` in .tether/secrets.toml also needs TETHER_JJ: that file is read only after jj has said it is untracked)", exe.display(), MIN_JJ_VERSION.0, MIN_JJ_VERSION.1)]
+    JjUnavailable { exe: PathBuf, detail: String },
+
+    #[error("jj {command}: {message}")]
+    Jj { command: String, message: String },
 
     #[error(
         "unknown revision `{rev}`: name a commit id (or a unique prefix of one), a branch, a tag, or an expression such as `HEAD~2` ({detail})"
