@@ -65,6 +65,9 @@ fn print_human(r: &StatusReport) {
     for w in &r.bookmark_drift {
         println!("warning: {w}");
     }
+    for d in &r.vcs_drift {
+        println!("warning: {}", vcs_drift_line(d));
+    }
     for o in &r.objects {
         let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
         if o.tier == "observed" {
@@ -81,4 +84,39 @@ fn print_human(r: &StatusReport) {
             eprintln!("error: {}: {e}", o.key);
         }
     }
+}
+
+/// `dataset commit 1a2b3c4d5e6f (op 3f1c9a2b7d4e) vanished from the VCS; ...`,
+/// saying per key whether the manifests still reference its pins.
+fn vcs_drift_line(d: &serde_json::Value) -> String {
+    let commit = d["commit"].as_str().unwrap_or_default();
+    let op = d["op"].as_str().unwrap_or_default();
+    let mut kept = Vec::new();
+    let mut freed = Vec::new();
+    if let Some(refs) = d["referenced"].as_object() {
+        for (k, v) in refs {
+            if v.as_bool() == Some(true) {
+                kept.push(k.as_str());
+            } else {
+                freed.push(k.as_str());
+            }
+        }
+    }
+    let mut line = format!(
+        "dataset commit {} (op {op}) vanished from the VCS (jj undo, jj abandon, git reset?)",
+        &commit[..commit.len().min(12)]
+    );
+    if !kept.is_empty() {
+        line.push_str(&format!(
+            "; the manifests still reference its pins of {}",
+            kept.join(", ")
+        ));
+    }
+    if !freed.is_empty() {
+        line.push_str(&format!(
+            "; no manifest references its pins of {} any more: `tether gc` releases them",
+            freed.join(", ")
+        ));
+    }
+    line
 }

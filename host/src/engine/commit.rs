@@ -57,16 +57,27 @@ pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
         ));
     };
     super::fork::refuse_if_stale(repo, &ws)?;
-    match repo.vcs.current_branch()? {
-        Some(b) if b == bookmark => Ok(bookmark),
-        other => Err(TetherError::Refused(format!(
-            "the VCS working copy has left bookmark {bookmark:?} (it is on {}): \
-             `git switch {bookmark}` or `tether new {bookmark} --keep` brings it back",
-            other
-                .map(|b| format!("{b:?}"))
-                .unwrap_or_else(|| "no branch".into())
-        ))),
+    let here = repo.vcs.working_bookmarks()?;
+    if here.contains(&bookmark) {
+        return Ok(bookmark);
     }
+    let (on, back) = match repo.vcs.kind() {
+        crate::vcs::VcsKind::Git => ("it is on", format!("`git switch {bookmark}`")),
+        // Under jj the bookmark must be at `@` or `@-`.
+        crate::vcs::VcsKind::Jj => ("`@` and `@-` hold", format!("`jj new {bookmark}`")),
+    };
+    Err(TetherError::Refused(format!(
+        "the VCS working copy has left bookmark {bookmark:?} ({on} {}): \
+         {back} or `tether new {bookmark} --keep` brings it back",
+        if here.is_empty() {
+            "no bookmark".to_string()
+        } else {
+            here.iter()
+                .map(|b| format!("{b:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    )))
 }
 
 /// Decide what commit would do.
@@ -325,6 +336,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
     // .tether/ and tether.toml (removed objects, a changed config).
     let landing = Landing {
         message: message.as_deref(),
+        bookmark: plan.context.get("bookmark").and_then(Value::as_str),
         no_vcs,
         other_edits: plan.keys().is_none_or(|k| k.is_empty()),
     };
@@ -359,6 +371,8 @@ pub(crate) fn failure_record(e: &TetherError) -> Value {
 /// whether the dataset's other edits (tether.toml, removed manifests) go in.
 pub(crate) struct Landing<'a> {
     pub message: Option<&'a str>,
+    /// The bookmark the commit moves (with the commit, in one jj operation).
+    pub bookmark: Option<&'a str>,
     pub no_vcs: bool,
     pub other_edits: bool,
 }
@@ -540,9 +554,12 @@ async fn write_and_commit(
     paths.sort();
     paths.dedup();
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let commit = repo
-        .vcs
-        .commit_paths(&refs, landing.message.unwrap_or_default())?;
+    let message = landing.message.unwrap_or_default();
+    // The bookmark moves with the commit (under jj in the same operation).
+    let commit = match landing.bookmark {
+        Some(bookmark) => repo.vcs.commit_on_bookmark(&refs, message, bookmark)?,
+        None => repo.vcs.commit_paths(&refs, message)?,
+    };
     report.vcs_commit = Some(commit.to_string());
     Ok(())
 }

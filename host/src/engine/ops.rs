@@ -18,11 +18,13 @@ use crate::oplog::OpEntry;
 pub async fn ops(repo: &Repo, limit: usize) -> Result<Vec<OpEntry>> {
     let mut entries = repo.journal()?.list(limit)?;
     if entries.iter().any(|e| e.vcs_commit().is_some()) {
-        let prefix = repo.vcs_path(&repo.layout.objects_dir());
-        let mut visible = HashSet::new();
-        for commit in repo.vcs.history(&prefix)? {
-            visible.insert(commit?.id.to_string());
-        }
+        // Ids only: nothing of the commits needs reading.
+        let visible: HashSet<String> = repo
+            .vcs
+            .visible_ids()?
+            .into_iter()
+            .map(|c| c.as_str().to_owned())
+            .collect();
         for e in &mut entries {
             if let Some(c) = e.vcs_commit() {
                 e.vcs_commit_gone = !visible.contains(c);

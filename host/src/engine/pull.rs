@@ -243,6 +243,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
     )?;
     let landing = Landing {
         message: Some(&message),
+        bookmark: Some(&bookmark),
         no_vcs: false,
         other_edits: false,
     };

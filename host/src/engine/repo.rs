@@ -65,9 +65,17 @@ impl Repo {
     pub fn find(start: &Path) -> Result<Repo> {
         let layout = Layout::find(start)?;
         let config = Config::read(&layout.config_file())?;
-        let vcs = vcs::detect(layout.root(), prefer(&config))?;
+        let mut vcs = vcs::detect(layout.root(), prefer(&config))?;
         Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
+        // secrets.toml is read only now that a VCS found through the environment said
+        // it is untracked; its `[vcs] jj_path` then takes over from TETHER_JJ / PATH.
         let secrets = Secrets::read(&layout.secrets_file())?;
+        if vcs.kind() == vcs::VcsKind::Jj
+            && let Some(jj) = &secrets.jj_path
+        {
+            let env = vcs::VcsEnv::from_process().with_var("TETHER_JJ", jj);
+            vcs = vcs::detect_with_env(layout.root(), prefer(&config), env)?;
+        }
         Ok(Repo {
             layout,
             config,
@@ -91,13 +99,19 @@ impl Repo {
         if tracked.is_empty() {
             return Ok(());
         }
+        let untrack = match vcs.kind() {
+            vcs::VcsKind::Git => format!("`git rm --cached {}` and commit", tracked.join(" ")),
+            vcs::VcsKind::Jj => format!(
+                "`jj file untrack {}` (they are ignored by .tether/.gitignore)",
+                tracked.join(" ")
+            ),
+        };
         Err(TetherError::Refused(format!(
             "{} {} tracked by the VCS; these files are per checkout and a clone must not bring them \
-             (they choose where writes go and which pins gc releases): untrack them with `git rm --cached {}` \
-             and commit, then run tether again",
+             (they choose where writes go and which pins gc releases): untrack them with {untrack}, \
+             then run tether again",
             tracked.join(", "),
             if tracked.len() == 1 { "is" } else { "are" },
-            tracked.join(" "),
         )))
     }
 

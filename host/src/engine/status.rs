@@ -1,14 +1,30 @@
 //! `tether status`: each object's state against its manifest, from the last
-//! snapshot (contacting nothing) or a fresh one.
+//! snapshot (contacting nothing) or a fresh one, and what the VCS did behind
+//! tether's back:
+//!
+//! - `bookmark_drift`: the bookmark this checkout works on was deleted or renamed,
+//!   moved (it no longer sits where the working copy is, while the working copy is
+//!   still on the last dataset commit), or left (the working copy moved: `jj new
+//!   REV`, `git switch`), or is conflicted (jj);
+//! - `vcs_drift`: a dataset commit this checkout's op log recorded vanished from
+//!   visible history (`jj undo`, `jj abandon`, `git reset`), with, per object it
+//!   pinned or recorded, whether the manifests history still shows reference that
+//!   pin (or state): an unreferenced one is what `gc` would release.
+//!
+//! Both are local: one listing of visible commit ids (under jj, one `jj log`), and
+//! a walk of history's manifests only when a commit did vanish.
+
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
-use crate::model::{FileMode, Manifest, Origin, key, manifest};
+use crate::model::{FileMode, Manifest, Origin, WorkspaceState, key, manifest};
 use crate::plugin::Descriptor;
+use crate::vcs::{CommitId, HeadState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotMode {
@@ -82,6 +98,7 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
     }
     let bookmark = ws.bookmark.clone();
     let stale_keys = super::fork::stale_keys(&ws, &manifests);
+    let (bookmark_drift, vcs_drift) = drift(repo, &ws)?;
     Ok(StatusReport {
         manifest_hash: manifest::manifest_hash(&manifests),
         stale: !stale_keys.is_empty(),
@@ -90,8 +107,8 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
         snapshot_at: ws.last_snapshot_at.clone(),
         trunk: bookmark.as_deref() == Some(repo.config.trunk.as_str()),
         bookmark,
-        bookmark_drift: Vec::new(),
-        vcs_drift: Vec::new(),
+        bookmark_drift,
+        vcs_drift,
         objects,
     })
 }
@@ -149,4 +166,182 @@ fn object_status(
         }
     };
     s
+}
+
+/// What the VCS did behind tether's back: bookmark warnings, and the vanished
+/// dataset commits as `{"op", "commit", "referenced": {key: bool}}`.
+fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> {
+    let entries = repo.journal()?.list(usize::MAX)?;
+    let recorded: Vec<(&crate::oplog::OpEntry, &str)> = entries
+        .iter()
+        .filter(|e| e.undone_by.is_none())
+        .filter_map(|e| e.vcs_commit().map(|c| (e, c)))
+        .collect();
+    let visible: HashSet<String> = if recorded.is_empty() {
+        HashSet::new()
+    } else {
+        repo.vcs
+            .visible_ids()?
+            .into_iter()
+            .map(|c| c.as_str().to_owned())
+            .collect()
+    };
+    // The newest recorded commit still visible: where tether left the bookmark.
+    let last_commit = recorded
+        .iter()
+        .map(|(_, c)| *c)
+        .find(|c| visible.contains(*c));
+    let bookmark_drift = match &ws.bookmark {
+        Some(b) => bookmark_drift(repo, b, last_commit)?,
+        None => Vec::new(),
+    };
+    let gone: Vec<&(&crate::oplog::OpEntry, &str)> = recorded
+        .iter()
+        .filter(|(_, c)| !visible.contains(*c))
+        .collect();
+    if gone.is_empty() {
+        return Ok((bookmark_drift, Vec::new()));
+    }
+    let references = References::collect(repo)?;
+    let mut vcs_drift = Vec::new();
+    for (e, commit) in gone {
+        // The vanished commit's manifests, when its objects are still in the store
+        // (jj keeps them); else what the op log says it pinned.
+        let at_commit = repo.manifests_at(&CommitId::new(*commit)).ok();
+        let mut referenced = BTreeMap::new();
+        if let Some(pinned) = e.result.get("pinned").and_then(Value::as_object) {
+            for (key, r) in pinned {
+                let m = at_commit.as_ref().and_then(|ms| ms.get(key));
+                let still = match (m, r.as_str()) {
+                    (Some(m), _) => references.names(key, m),
+                    (None, Some(r)) => references.pin_refs.contains(&(key.clone(), r.to_owned())),
+                    (None, None) => false,
+                };
+                referenced.insert(key.clone(), still);
+            }
+        }
+        vcs_drift.push(json!({"op": e.id, "commit": commit, "referenced": referenced}));
+    }
+    Ok((bookmark_drift, vcs_drift))
+}
+
+/// Every pin and recorded state the working tree's and visible history's
+/// manifests name, per key.
+struct References {
+    pin_ids: HashSet<(String, String)>,
+    pin_refs: HashSet<(String, String)>,
+    states: HashSet<(String, String)>,
+}
+
+impl References {
+    fn collect(repo: &Repo) -> Result<References> {
+        let mut r = References {
+            pin_ids: HashSet::new(),
+            pin_refs: HashSet::new(),
+            states: HashSet::new(),
+        };
+        let mut add = |key: &str, m: &Manifest| {
+            if let Some(p) = &m.pin {
+                r.pin_ids.insert((key.to_owned(), p.id.clone()));
+                r.pin_refs.insert((key.to_owned(), p.r#ref.clone()));
+            }
+            if let Some(s) = &m.state {
+                r.states.insert((
+                    key.to_owned(),
+                    crate::model::canonical::to_string(&Value::Object(s.clone())),
+                ));
+            }
+        };
+        for (k, m) in repo.manifests()? {
+            add(&k, &m);
+        }
+        let prefix = repo.vcs_path(&repo.layout.objects_dir());
+        let mut seen = HashSet::new();
+        for commit in repo.vcs.history(&prefix)? {
+            let commit = commit?;
+            if let Some(id) = &commit.files_id
+                && !seen.insert(id.clone())
+            {
+                continue;
+            }
+            for (k, m) in super::verify::parse_manifest_files(&prefix, &commit.files)? {
+                add(&k, &m);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Whether `m` (a vanished commit's manifest of `key`) is still named: its pin,
+    /// or for a recorded state, that state.
+    fn names(&self, key: &str, m: &Manifest) -> bool {
+        match (&m.pin, &m.state) {
+            (Some(p), _) => self.pin_ids.contains(&(key.to_owned(), p.id.clone())),
+            (None, Some(s)) => self.states.contains(&(
+                key.to_owned(),
+                crate::model::canonical::to_string(&Value::Object(s.clone())),
+            )),
+            (None, None) => false,
+        }
+    }
+}
+
+/// Warnings about the bookmark `b` this checkout works on. `last_commit` is the
+/// newest dataset commit this checkout made that is still visible.
+fn bookmark_drift(repo: &Repo, b: &str, last_commit: Option<&str>) -> Result<Vec<String>> {
+    let vcs = &repo.vcs;
+    let short = |c: &str| c[..c.len().min(12)].to_owned();
+    if vcs.conflicted_bookmarks()?.iter().any(|c| c == b) {
+        return Ok(vec![format!(
+            "bookmark {b} is conflicted in the VCS (moved concurrently): `jj bookmark set {b} -r REV` \
+             resolves it before the next `tether commit`"
+        )]);
+    }
+    let branches = vcs.branches()?;
+    let here = vcs.working_bookmarks()?;
+    let Some(at) = branches
+        .iter()
+        .find(|x| x.name == b)
+        .map(|x| x.commit.clone())
+    else {
+        if matches!(vcs.head_state()?, HeadState::Unborn { ref branch } if branch == b) {
+            return Ok(Vec::new());
+        }
+        // Renamed: another bookmark now sits where this one was, or the working copy
+        // is on one (`git branch -m` renames the checked-out branch).
+        let renamed: Vec<&str> = branches
+            .iter()
+            .filter(|x| last_commit == Some(x.commit.as_str()) || here.contains(&x.name))
+            .map(|x| x.name.as_str())
+            .collect();
+        let hint = if renamed.is_empty() {
+            String::new()
+        } else {
+            format!(" (renamed to {}?)", renamed.join(", "))
+        };
+        return Ok(vec![format!(
+            "bookmark {b} was deleted or renamed in the VCS{hint}: `tether new NAME` to work on a bookmark; \
+             `tether gc --prune-bookmarks` releases the old bookmark's branches"
+        )]);
+    };
+    if here.iter().any(|x| x == b) {
+        return Ok(Vec::new());
+    }
+    let head = vcs.head()?;
+    let moved = last_commit.is_some() && head.as_ref().map(CommitId::as_str) == last_commit;
+    Ok(vec![if moved {
+        format!(
+            "bookmark {b} was moved behind tether's back (to {}, while the working copy is still at {}): \
+             `tether new {b}` follows it",
+            short(at.as_str()),
+            short(last_commit.unwrap_or_default())
+        )
+    } else {
+        format!(
+            "the working copy has left bookmark {b} (it is at {}): `tether new {b} --keep` brings it back, \
+             `tether new REV` takes the bookmark there",
+            head.as_ref()
+                .map(|c| short(c.as_str()))
+                .unwrap_or_else(|| "no commit".into())
+        )
+    }])
 }
