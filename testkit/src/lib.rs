@@ -76,6 +76,26 @@ fn build_test_plugins() -> PathBuf {
     target.join("wasm32-wasip2").join("release")
 }
 
+/// The jj version `cargo xtask setup` installs for the tests.
+pub const JJ_VERSION: &str = "0.45.1";
+
+/// The jj executable the tests run: `target/tools/bin/jj`, which `cargo xtask
+/// setup` installs (jj-cli from crates.io). Missing, the test fails saying so:
+/// the jj suites are never skipped silently.
+pub fn jj() -> PathBuf {
+    let exe = repo_root()
+        .join("target")
+        .join("tools")
+        .join("bin")
+        .join(format!("jj{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.is_file(),
+        "{} is missing: run `cargo xtask setup`, which installs jj {JJ_VERSION} there for the tests",
+        exe.display()
+    );
+    exe
+}
+
 /// Stdout and stderr of a finished command, for assertion messages.
 pub fn describe(out: &Output) -> String {
     format!(

@@ -16,6 +16,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod jj;
 mod python;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -95,6 +96,7 @@ fn setup() -> Result<()> {
         .context("git is needed by the tests")?;
     eprintln!("setup: {}", String::from_utf8_lossy(&git.stdout).trim());
     python::setup(&root())?;
+    jj::setup(&root())?;
     Ok(())
 }
 
