@@ -1,15 +1,15 @@
 //! The pinning loop end to end, through the `tether` binary, as
-//! spec/03-getting-started.md and spec/05-pinning.md tell it: on git, with a
-//! directory of files (`file`, Observed) and a memory store kept in a local
-//! directory (`memory`, Forkable, standing in for the Icechunk repository).
-//! Outputs are compared line by line with what the spec prints; what was
-//! written is read back with git itself and with plain file reads of the
-//! stores.
+//! spec/03-getting-started.md and spec/05-pinning.md tell it: on git and on jj
+//! (each test runs once per VCS), with a directory of files (`file`, Observed)
+//! and a memory store kept in a local directory (`memory`, Forkable, standing in
+//! for the Icechunk repository). Outputs are compared line by line with what the
+//! spec prints; what was written is read back with the VCS's own CLI (git, or
+//! jj) and with plain file reads of the stores.
 
 mod support;
 
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, describe, is_hex, lines, stderr, stdout};
+use support::{Dataset, MemoryStore, Vcs, describe, is_hex, lines, stderr, stdout};
 
 const BASELINE: &str = "Baseline: plate1\nimaging and\nraw files";
 
@@ -22,8 +22,8 @@ struct Story {
 
 impl Story {
     /// Data, `tether init`, both objects added (nothing contacted yet).
-    fn new() -> Story {
-        let d = Dataset::init();
+    fn new(vcs: Vcs) -> Story {
+        let d = Dataset::init_in(vcs);
         let raw = d.data().join("raw/plate1");
         std::fs::create_dir_all(&raw).unwrap();
         for i in 0..3u8 {
@@ -65,10 +65,11 @@ impl Story {
             .strip_prefix("committed ")
             .unwrap_or_else(|| panic!("the last line is `committed <12 hex>`:\n{out}"));
         assert!(is_hex(short, 12), "{out}");
-        assert_eq!(self.d.rev("HEAD")[..12], *short, "committed names HEAD");
+        let head = self.d.head();
+        assert_eq!(head[..12], *short, "committed names the new commit");
         let mut c = Committed {
             short: short.to_string(),
-            full: self.d.rev("HEAD"),
+            full: head,
             pins: Vec::new(),
             recorded: Vec::new(),
         };
@@ -173,9 +174,17 @@ fn trunk_header(header: &str) -> String {
     hash.to_string()
 }
 
-#[test]
-fn register_status_and_the_first_commit() {
-    let s = Story::new();
+for_each_vcs!(
+    register_status_and_the_first_commit,
+    pin_again_after_the_data_moves,
+    open_reads_an_object_as_it_was_at_an_older_commit,
+    an_immutable_directory_touched_is_clean_and_rewritten_is_an_error,
+    verify_is_ok_then_finds_a_pin_deleted_behind_tethers_back,
+    diff_content_lists_the_changed_files,
+);
+
+fn register_status_and_the_first_commit(vcs: Vcs) {
+    let s = Story::new(vcs);
     let d = &s.d;
 
     // The manifests name the objects; the relative paths were stored absolute.
@@ -237,11 +246,11 @@ fn register_status_and_the_first_commit() {
     let c = s.baseline();
     let pin = c.pin().to_string();
 
-    // git: one commit, the message as given, the manifests and the listing.
-    assert_eq!(d.git(&["log", "--format=%H"]).trim(), c.full);
-    assert_eq!(d.git(&["log", "-1", "--format=%B"]).trim_end(), BASELINE);
-    let stat = d.git(&["show", "--stat", "--format=", "HEAD"]);
-    let files = lines(&d.git(&["show", "--name-only", "--format=", "HEAD"]));
+    // The VCS: one commit, the message as given, the manifests and the listing.
+    assert_eq!(d.history(), [c.full.clone()]);
+    assert_eq!(d.message(&c.full), BASELINE);
+    let files = d.changed_files(&c.full);
+    let stat = files.join("\n");
     for f in [
         ".tether/objects/raw/plate1.toml",
         ".tether/objects/zarr/imaging.toml",
@@ -269,8 +278,8 @@ fn register_status_and_the_first_commit() {
         );
     }
     assert_eq!(
-        d.git(&["status", "--porcelain"]),
-        "",
+        d.uncommitted(),
+        Vec::<String>::new(),
         "everything tether wrote is committed or ignored"
     );
 
@@ -338,13 +347,12 @@ fn register_status_and_the_first_commit() {
         j,
         json!({"vcs_commit": null, "pinned": {}, "unrecoverable": [], "unchanged": ["raw/plate1", "zarr/imaging"]})
     );
-    assert_eq!(d.rev("HEAD"), c.full);
+    assert_eq!(d.head(), c.full);
     assert_eq!(s.store.tags(), [pin]);
 }
 
-#[test]
-fn pin_again_after_the_data_moves() {
-    let s = Story::new();
+fn pin_again_after_the_data_moves(vcs: Vcs) {
+    let s = Story::new(vcs);
     let d = &s.d;
     let c1 = s.baseline();
     let head = s
@@ -389,7 +397,8 @@ fn pin_again_after_the_data_moves() {
         .to_string();
     s.check_pin_ref(&pin2);
     assert_ne!(pin2, c1.pin());
-    assert_eq!(ls[1], format!("committed {}", &d.rev("HEAD")[..12]));
+    let head2 = d.head();
+    assert_eq!(ls[1], format!("committed {}", &head2[..12]));
 
     // Both pins hold their states; only the imaging manifest changed.
     assert_eq!(s.store.tag(c1.pin()), Some(c1_state(d, &c1.full)));
@@ -399,11 +408,11 @@ fn pin_again_after_the_data_moves() {
         Some(head.as_str())
     );
     assert_eq!(
-        lines(&d.git(&["show", "--name-only", "--format=", "HEAD"])),
+        d.changed_files(&head2),
         [".tether/objects/zarr/imaging.toml"]
     );
     assert_eq!(
-        lines(&d.git(&["log", "--format=%s"])),
+        d.subjects(),
         [
             "Re-segmented plate1; metrics through 2026-09-04",
             "Baseline: plate1 imaging and raw files"
@@ -420,16 +429,15 @@ fn pin_again_after_the_data_moves() {
     );
 }
 
-/// The snapshot id the imaging manifest recorded at `rev`, read with git.
+/// The snapshot id the imaging manifest recorded at `rev`, read with the VCS.
 fn c1_state(d: &Dataset, rev: &str) -> String {
-    let text = d.git(&["show", &format!("{rev}:.tether/objects/zarr/imaging.toml")]);
+    let text = d.show(rev, ".tether/objects/zarr/imaging.toml");
     let m: toml::Value = toml::from_str(&text).unwrap();
     m["state"]["snapshot_id"].as_str().unwrap().to_string()
 }
 
-#[test]
-fn open_reads_an_object_as_it_was_at_an_older_commit() {
-    let s = Story::new();
+fn open_reads_an_object_as_it_was_at_an_older_commit(vcs: Vcs) {
+    let s = Story::new(vcs);
     let c1 = s.baseline();
     let c2 = s.relabel();
 
@@ -451,9 +459,8 @@ fn open_reads_an_object_as_it_was_at_an_older_commit() {
     assert!(err.contains("raw/plate1"), "{err}");
 }
 
-#[test]
-fn an_immutable_directory_touched_is_clean_and_rewritten_is_an_error() {
-    let s = Story::new();
+fn an_immutable_directory_touched_is_clean_and_rewritten_is_an_error(vcs: Vcs) {
+    let s = Story::new(vcs);
     s.baseline();
 
     // A touch is not a change.
@@ -502,9 +509,8 @@ fn an_immutable_directory_touched_is_clean_and_rewritten_is_an_error() {
     );
 }
 
-#[test]
-fn verify_is_ok_then_finds_a_pin_deleted_behind_tethers_back() {
-    let s = Story::new();
+fn verify_is_ok_then_finds_a_pin_deleted_behind_tethers_back(vcs: Vcs) {
+    let s = Story::new(vcs);
     let c1 = s.baseline();
     let c2 = s.relabel();
 
@@ -567,9 +573,8 @@ fn verify_is_ok_then_finds_a_pin_deleted_behind_tethers_back() {
     );
 }
 
-#[test]
-fn diff_content_lists_the_changed_files() {
-    let s = Story::new();
+fn diff_content_lists_the_changed_files(vcs: Vcs) {
+    let s = Story::new(vcs);
     let c1 = s.baseline();
 
     // A legitimate change to the immutable directory: re-register it.

@@ -1,8 +1,13 @@
 //! Shared support for the CLI tests (`pinning_loop`, `bad_input`): a dataset
-//! in a fresh git repository with a private git identity, a runner for the
+//! in a fresh git or jj repository with a private identity, a runner for the
 //! `tether` binary, memory stores kept in a local directory and written with
 //! plain file writes, and a digest of everything a refused command must not
 //! touch.
+//!
+//! The end-to-end suites run once per VCS: a test is a function of [`Vcs`], and
+//! [`for_each_vcs!`] makes a `git` and a `jj` test of it. What a test checks in
+//! the VCS goes through the VCS-neutral readers of [`Dataset`] (`head`,
+//! `subjects`, `changed_files`, `show`, ...), each answered by that VCS's own CLI.
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
@@ -15,18 +20,56 @@ use tempfile::TempDir;
 use tether::model::canonical;
 pub use tether_testkit::describe;
 
-/// A dataset under test: `<tmp>/ds` is a git repository (`git init -b
-/// main`), `<tmp>/data` holds the data it tracks, `<tmp>/home` the private
-/// git configuration every command here runs with.
+/// The VCS a dataset under test lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vcs {
+    /// `git init -b main`.
+    Git,
+    /// `jj git init --no-colocate`: jj alone, its git store inside `.jj/`, so
+    /// nothing here can be read with git by accident.
+    Jj,
+    /// `jj git init --colocate`: `.jj` next to `.git`, which tether takes as jj's.
+    JjColocated,
+}
+
+/// Runs a test function of [`Vcs`] once per VCS: `for_each_vcs!(name, ...)`
+/// makes `name::git` and `name::jj`.
+#[macro_export]
+macro_rules! for_each_vcs {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn git() {
+                    super::$name($crate::support::Vcs::Git)
+                }
+                #[test]
+                fn jj() {
+                    super::$name($crate::support::Vcs::Jj)
+                }
+            }
+        )*
+    };
+}
+
+/// A dataset under test: `<tmp>/ds` is a git or jj repository, `<tmp>/data`
+/// holds the data it tracks, `<tmp>/home` the private git and jj
+/// configuration every command here runs with.
 pub struct Dataset {
     tmp: TempDir,
+    vcs: Vcs,
 }
 
 impl Dataset {
     /// A fresh git repository, not yet a dataset.
     pub fn new() -> Dataset {
+        Dataset::new_in(Vcs::Git)
+    }
+
+    /// A fresh repository of `vcs`, not yet a dataset.
+    pub fn new_in(vcs: Vcs) -> Dataset {
         let tmp = tempfile::tempdir().expect("temp dir");
-        let d = Dataset { tmp };
+        let d = Dataset { tmp, vcs };
         std::fs::create_dir_all(d.home()).unwrap();
         std::fs::create_dir_all(d.data()).unwrap();
         std::fs::write(
@@ -35,20 +78,54 @@ impl Dataset {
              [init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n",
         )
         .unwrap();
+        std::fs::write(
+            d.jj_config(),
+            "[user]\nname = \"Tether Test\"\nemail = \"test@tether.invalid\"\n",
+        )
+        .unwrap();
+        let (program, args): (std::ffi::OsString, &[&str]) = match vcs {
+            Vcs::Git => ("git".into(), &["init", "-q", "-b", "main", "ds"]),
+            Vcs::Jj => (
+                tether_testkit::jj().into(),
+                &["git", "init", "--no-colocate", "ds"],
+            ),
+            Vcs::JjColocated => (
+                tether_testkit::jj().into(),
+                &["git", "init", "--colocate", "ds"],
+            ),
+        };
         let out = d
-            .command("git", d.tmp.path())
-            .args(["init", "-q", "-b", "main", "ds"])
+            .command(&program, d.tmp.path())
+            .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "git init: {}", describe(&out));
+        assert!(out.status.success(), "{vcs:?} init: {}", describe(&out));
         d
     }
 
     /// A fresh dataset: `new` plus `tether init`.
     pub fn init() -> Dataset {
-        let d = Dataset::new();
+        Dataset::init_in(Vcs::Git)
+    }
+
+    /// A fresh dataset in a repository of `vcs`.
+    pub fn init_in(vcs: Vcs) -> Dataset {
+        let d = Dataset::new_in(vcs);
         d.ok(&["init"]);
         d
+    }
+
+    /// The VCS this dataset lives in.
+    pub fn vcs(&self) -> Vcs {
+        self.vcs
+    }
+
+    fn is_jj(&self) -> bool {
+        matches!(self.vcs, Vcs::Jj | Vcs::JjColocated)
+    }
+
+    fn jj_config(&self) -> PathBuf {
+        self.home().join("jjconfig.toml")
     }
 
     /// The dataset (and git) root.
@@ -79,11 +156,17 @@ impl Dataset {
             .env("GIT_CONFIG_GLOBAL", self.home().join(".gitconfig"))
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
+            .env("JJ_CONFIG", self.jj_config())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env_remove("TETHER_JJ")
             .env_remove("TETHER_REV")
             .env_remove("RUST_LOG")
             .env_remove("GIT_DIR")
             .env_remove("GIT_WORK_TREE")
             .env_remove("GIT_INDEX_FILE");
+        if self.is_jj() {
+            c.env("TETHER_JJ", tether_testkit::jj());
+        }
         c
     }
 
@@ -132,6 +215,115 @@ impl Dataset {
     /// The full id of `rev`.
     pub fn rev(&self, rev: &str) -> String {
         self.git(&["rev-parse", rev]).trim().to_string()
+    }
+
+    /// Run `jj ARGS` in the dataset root, require success, return stdout.
+    pub fn jj(&self, args: &[&str]) -> String {
+        let out = self
+            .command(tether_testkit::jj(), &self.root())
+            .args(["--color=never", "--no-pager"])
+            .args(args)
+            .output()
+            .expect("run jj");
+        assert!(
+            out.status.success(),
+            "jj {}:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        stdout(&out)
+    }
+
+    /// The last dataset commit's full id: git's `HEAD`, jj's `@-`.
+    pub fn head(&self) -> String {
+        if self.is_jj() {
+            self.jj(&["log", "--no-graph", "-r", "@-", "-T", "commit_id"])
+        } else {
+            self.rev("HEAD")
+        }
+    }
+
+    /// Every commit of the dataset's line, newest first, as full ids (git:
+    /// `git log`; jj: the ancestors of `@-`).
+    pub fn history(&self) -> Vec<String> {
+        if self.is_jj() {
+            lines(&self.jj(&[
+                "log",
+                "--no-graph",
+                "-r",
+                "::@- ~ root()",
+                "-T",
+                "commit_id ++ \"\\n\"",
+            ]))
+        } else {
+            lines(&self.git(&["log", "--format=%H"]))
+        }
+    }
+
+    /// Each commit's subject, newest first, as `git log --format=%s` prints it
+    /// (the first paragraph, its lines joined with spaces).
+    pub fn subjects(&self) -> Vec<String> {
+        if self.is_jj() {
+            let out = self.jj(&[
+                "log",
+                "--no-graph",
+                "-r",
+                "::@- ~ root()",
+                "-T",
+                "description ++ \"\\0\"",
+            ]);
+            out.split('\0')
+                .filter(|m| !m.is_empty())
+                .map(|m| {
+                    let para = m.trim_start().split("\n\n").next().unwrap_or_default();
+                    para.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+                })
+                .collect()
+        } else {
+            lines(&self.git(&["log", "--format=%s"]))
+        }
+    }
+
+    /// The full message of `rev` (a commit id), trailing whitespace trimmed.
+    pub fn message(&self, rev: &str) -> String {
+        let text = if self.is_jj() {
+            self.jj(&["log", "--no-graph", "-r", rev, "-T", "description"])
+        } else {
+            self.git(&["log", "-1", "--format=%B", rev])
+        };
+        text.trim_end().to_string()
+    }
+
+    /// The files `rev` (a commit id) changed, sorted.
+    pub fn changed_files(&self, rev: &str) -> Vec<String> {
+        let mut files = if self.is_jj() {
+            lines(&self.jj(&["diff", "-r", rev, "--name-only"]))
+        } else {
+            lines(&self.git(&["show", "--name-only", "--format=", rev]))
+        };
+        files.retain(|f| !f.is_empty());
+        files.sort();
+        files
+    }
+
+    /// A file's content at `rev` (a commit id).
+    pub fn show(&self, rev: &str, path: &str) -> String {
+        if self.is_jj() {
+            self.jj(&["file", "show", "-r", rev, &format!("root-file:{path:?}")])
+        } else {
+            self.git(&["show", &format!("{rev}:{path}")])
+        }
+    }
+
+    /// Paths the working copy changed that no commit holds (git: `status
+    /// --porcelain`, untracked files included; jj: the diff of `@`).
+    pub fn uncommitted(&self) -> Vec<String> {
+        let text = if self.is_jj() {
+            self.jj(&["diff", "-r", "@", "--name-only"])
+        } else {
+            self.git(&["status", "--porcelain"])
+        };
+        lines(&text).into_iter().filter(|l| !l.is_empty()).collect()
     }
 
     /// The dataset id from `tether.toml`.

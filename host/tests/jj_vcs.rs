@@ -1,0 +1,334 @@
+//! jj as the dataset's VCS, beyond the shared suites (which run on git and jj):
+//! what jj does behind tether's back (`jj undo` of a dataset commit, a bookmark
+//! renamed, moved or left), the one-operation commit that moves the bookmark, a
+//! colocated repository, which jj runs and the version floor, and the user-config
+//! layer. Everything is checked with the real `jj` that `cargo xtask setup`
+//! installs.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{Dataset, MemoryStore, Vcs, describe, lines, stderr, stdout};
+
+/// A dataset with one memory store, and its first dataset commit.
+fn with_commit(vcs: Vcs) -> (Dataset, MemoryStore, String) {
+    let d = Dataset::init_in(vcs);
+    let store = d.memory_store("imaging");
+    store.write(json!({"labels": "0"}), "empty labels");
+    d.add_memory("zarr/imaging", &store);
+    d.ok(&["commit", "-m", "baseline"]);
+    let c1 = d.head();
+    (d, store, c1)
+}
+
+fn status_json(d: &Dataset) -> Value {
+    let out = d.ok(&["status", "--json"]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn warnings(out: &str) -> Vec<String> {
+    lines(out)
+        .into_iter()
+        .filter(|l| l.starts_with("warning: "))
+        .collect()
+}
+
+#[test]
+fn a_commit_moves_the_bookmark_in_one_operation_and_leaves_an_empty_working_copy() {
+    let (d, store, c1) = with_commit(Vcs::Jj);
+    // The bookmark is on the dataset commit, `@` is empty on top of it.
+    let at = |rev: &str, t: &str| d.jj(&["log", "--no-graph", "-r", rev, "-T", t]);
+    assert_eq!(at("main", "commit_id"), c1);
+    assert_eq!(at("@", "empty"), "true");
+    assert_eq!(at("@-", "commit_id"), c1);
+    assert_eq!(d.message(&c1), "baseline");
+    assert_eq!(at("@-", "author.name()"), "Tether Test");
+
+    // A second commit is one jj operation: `jj undo` takes the commit and the
+    // bookmark back together.
+    store.write(json!({"labels": "1"}), "relabel");
+    let ops_before = lines(&d.jj(&["op", "log", "--no-graph", "-T", "id ++ \"\\n\""])).len();
+    d.ok(&["commit", "-m", "relabel"]);
+    let c2 = d.head();
+    assert_ne!(c2, c1);
+    assert_eq!(at("main", "commit_id"), c2);
+    let ops_after = lines(&d.jj(&["op", "log", "--no-graph", "-T", "id ++ \"\\n\""])).len();
+    assert_eq!(
+        ops_after,
+        ops_before + 1,
+        "the commit and the bookmark move are one operation"
+    );
+    d.jj(&["undo"]);
+    assert_eq!(
+        at("main", "commit_id"),
+        c1,
+        "the bookmark went back with it"
+    );
+    // Only tether's paths were committed; nothing of `.tether/` is left untracked
+    // by jj's own snapshots of per-checkout files.
+    assert_eq!(
+        d.changed_files(&c1),
+        [
+            ".tether/.gitignore",
+            ".tether/objects/zarr/imaging.toml",
+            "tether.toml"
+        ]
+    );
+}
+
+#[test]
+fn jj_undo_of_a_dataset_commit_is_reported_by_status_and_ops() {
+    let (d, store, _c1) = with_commit(Vcs::Jj);
+    store.write(json!({"labels": "1"}), "relabel");
+    let out = d.ok(&["commit", "-m", "relabel", "--json"]);
+    let commit: Value = serde_json::from_str(&out).unwrap();
+    let pin2 = commit["pinned"]["zarr/imaging"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c2 = d.head();
+    assert_eq!(commit["vcs_commit"], json!(c2));
+    assert!(status_json(&d)["vcs_drift"].as_array().unwrap().is_empty());
+
+    // `jj undo` drops the dataset commit. The working copy still holds the
+    // manifests it committed, so they still reference its pin.
+    d.jj(&["undo"]);
+    let j = status_json(&d);
+    let drift = j["vcs_drift"].as_array().unwrap();
+    assert_eq!(drift.len(), 1, "{j}");
+    assert_eq!(drift[0]["commit"], json!(c2));
+    assert_eq!(drift[0]["referenced"], json!({"zarr/imaging": true}));
+    let op = drift[0]["op"].as_str().unwrap().to_string();
+    let out = d.ok(&["status"]);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 1, "{out}");
+    assert!(w[0].contains(&c2[..12]), "names the commit: {out}");
+    assert!(w[0].contains(&op), "names the operation: {out}");
+    assert!(
+        w[0].contains("the manifests still reference its pins of zarr/imaging"),
+        "{out}"
+    );
+
+    // `ops` flags the entry.
+    let out = d.ok(&["ops"]);
+    let line = lines(&out)
+        .into_iter()
+        .find(|l| l.starts_with(&op))
+        .unwrap_or_else(|| panic!("no entry {op}:\n{out}"));
+    assert!(line.ends_with("(vcs commit gone)"), "{line}");
+    let j: Value = serde_json::from_str(&d.ok(&["ops", "--json"])).unwrap();
+    let entry = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == json!(op))
+        .unwrap();
+    assert_eq!(entry["vcs_commit_gone"], json!(true));
+
+    // Restoring the working copy from the bookmark drops the last reference:
+    // the warning says the pin is now unreferenced, for gc.
+    d.jj(&["restore"]);
+    let j = status_json(&d);
+    assert_eq!(
+        j["vcs_drift"][0]["referenced"],
+        json!({"zarr/imaging": false}),
+        "{j}"
+    );
+    let out = d.ok(&["status"]);
+    let w = warnings(&out);
+    assert!(
+        w[0].contains("no manifest references its pins of zarr/imaging any more")
+            && w[0].contains("tether gc"),
+        "{out}"
+    );
+    assert!(store.tag(&pin2).is_some(), "status releases nothing");
+}
+
+#[test]
+fn a_bookmark_renamed_moved_or_left_behind_tethers_back_is_a_warning() {
+    let (d, store, c1) = with_commit(Vcs::Jj);
+    store.write(json!({"labels": "1"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    let c2 = d.head();
+    assert!(
+        status_json(&d)["bookmark_drift"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Moved: the bookmark goes back while the working copy stays.
+    d.jj(&["bookmark", "set", "main", "-r", &c1, "--allow-backwards"]);
+    let j = status_json(&d);
+    let w = j["bookmark_drift"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{j}");
+    let w = w[0].as_str().unwrap();
+    assert!(w.contains("bookmark main was moved"), "{w}");
+    assert!(w.contains(&c1[..12]), "{w}");
+    // commit refuses until the working copy is back on the bookmark.
+    let out = d.tether(&["commit", "-m", "x"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stderr(&out).contains("jj new main"), "{}", describe(&out));
+    d.jj(&["bookmark", "set", "main", "-r", &c2]);
+    assert!(
+        status_json(&d)["bookmark_drift"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Left: the working copy moves to another commit.
+    d.jj(&["new", &c1]);
+    let out = d.ok(&["status"]);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 1, "{out}");
+    assert!(
+        w[0].contains("the working copy has left bookmark main"),
+        "{out}"
+    );
+    d.jj(&["new", "main"]);
+    assert!(warnings(&d.ok(&["status"])).is_empty());
+
+    // Renamed.
+    d.jj(&["bookmark", "rename", "main", "trunk"]);
+    let out = d.ok(&["status"]);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 1, "{out}");
+    assert!(
+        w[0].contains("bookmark main was deleted or renamed"),
+        "{out}"
+    );
+    assert!(w[0].contains("renamed to trunk?"), "{out}");
+}
+
+#[test]
+fn a_colocated_repository_is_jjs_unless_tether_toml_prefers_git() {
+    let (d, _store, c1) = with_commit(Vcs::JjColocated);
+    assert!(d.root().join(".git").exists() && d.root().join(".jj").is_dir());
+    // jj made the commit (an empty `@` on top), and git sees it as HEAD.
+    assert_eq!(
+        d.jj(&["log", "--no-graph", "-r", "@", "-T", "empty"]),
+        "true"
+    );
+    assert_eq!(d.rev("HEAD"), c1);
+    // The indexes live in jj's shared directory.
+    assert!(
+        d.root().join(".jj/repo/tether-pinned.jsonl").is_file(),
+        "the pin index is in .jj/repo/"
+    );
+
+    let text = std::fs::read_to_string(d.root().join("tether.toml")).unwrap();
+    assert!(text.contains("[vcs]"), "{text}");
+    let git_side = text.replace("prefer = \"jj\"", "prefer = \"git\"");
+    assert_ne!(git_side, text);
+    std::fs::write(d.root().join("tether.toml"), git_side).unwrap();
+    // Under git the working copy is detached (jj colocated), so it is off the
+    // bookmark; the refusal is git's.
+    let out = d.tether(&["commit", "-m", "x"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("git switch main"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn which_jj_runs_and_the_version_floor() {
+    let d = Dataset::init_in(Vcs::Jj);
+    let bin = d.tmp().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        p
+    };
+    let old = script("jj-old", "echo 'jj 0.42.1'");
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_JJ", &old)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains("jj 0.42.1"), "names the version found: {err}");
+    assert!(err.contains("0.43 or newer"), "{err}");
+
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_JJ", d.tmp().join("no-such-jj"))
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stderr(&out).contains("TETHER_JJ"), "{}", describe(&out));
+
+    // `[vcs] jj_path` in secrets.toml takes over once the per-checkout files are
+    // known to be untracked: a wrapper that logs, then runs the real jj.
+    let log = d.tmp().join("wrapper.log");
+    let wrapper = script(
+        "jj-wrapper",
+        &format!(
+            "echo \"$@\" >> '{}'\nexec '{}' \"$@\"",
+            log.display(),
+            tether_testkit::jj().display()
+        ),
+    );
+    std::fs::write(
+        d.root().join(".tether/secrets.toml"),
+        format!("[vcs]\njj_path = {:?}\n", wrapper.display().to_string()),
+    )
+    .unwrap();
+    let store = d.memory_store("s");
+    d.add_memory("s", &store);
+    d.ok(&["commit", "-m", "through the wrapper"]);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.lines().any(|l| l.contains("commit")),
+        "the dataset commit ran through jj_path:\n{logged}"
+    );
+}
+
+#[test]
+fn the_users_colour_pager_templates_and_aliases_stay_out() {
+    let d = Dataset::new_in(Vcs::Jj);
+    // A user config that would break any parsing of jj's output.
+    let cfg = d.tmp().join("home/jjconfig.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(
+        "[ui]\ncolor = \"always\"\npaginate = \"auto\"\npager = \"false\"\n\
+         [template-aliases]\n\"commit_id\" = '\"not-an-id\"'\n\
+         [templates]\nlog = '\"nothing\"'\n\
+         [revset-aliases]\n\"all()\" = \"none()\"\n",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    d.ok(&["init"]);
+    let store = d.memory_store("s");
+    d.add_memory("s", &store);
+    d.ok(&["commit", "-m", "with a hostile user config"]);
+    let out = d.tether(&["verify", "--all-history"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let head = d.jj(&[
+        "--config",
+        "template-aliases.commit_id='self.commit_id()'",
+        "log",
+        "--no-graph",
+        "-r",
+        "@-",
+        "-T",
+        "self.commit_id()",
+    ]);
+    let head = head.trim().to_string();
+    assert_eq!(
+        lines(&stdout(&out)),
+        [format!("ok {}:s", &head[..12])],
+        "{}",
+        describe(&out)
+    );
+}
