@@ -2,7 +2,9 @@
 //! binary run end to end, each number the median of repeated runs, printed
 //! beside its target. Nothing here asserts on a timing.
 //!
-//! 1. `tether status` on 5 memory objects with a cached snapshot;
+//! 1. `tether status` on 5 memory objects with a cached snapshot, on git, then
+//!    the same on jj, beside as many bare `jj` invocations as that status makes
+//!    (counted through a logging wrapper in an untimed run);
 //! 2. `tether status --snapshot` on a 100,000-file directory (`file`), cold
 //!    (empty hash cache) and warm;
 //! 3. `tether verify --all-history` on 200 commits x 5 memory objects.
@@ -20,7 +22,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Dataset, MemoryStore, describe};
+use support::{Dataset, MemoryStore, Vcs, describe};
 
 const OBJECTS: usize = 5;
 const COMMITS: usize = 200;
@@ -162,6 +164,7 @@ fn main() {
         50,
     );
     report_compiles("tether status", b.compiles(&d, &["status"]));
+    jj_status(&b, t);
 
     // 2. status --snapshot on a 100,000-file directory.
     let (_, backends) = b.run(&d, &["backends"], false);
@@ -248,5 +251,97 @@ fn big_directory(b: &Bench) {
     report_compiles(
         "tether status --snapshot",
         b.compiles(&d, &["status", "--snapshot"]),
+    );
+}
+
+/// Scenario 1 on jj: the same dataset in a jj repository, its `status` beside
+/// git's (`git_status`) and beside the same number of bare `jj` invocations.
+fn jj_status(b: &Bench, git_status: Duration) {
+    let d = Dataset::init_in(Vcs::Jj);
+    for i in 0..OBJECTS {
+        let s = d.memory_store(&format!("store{i}"));
+        s.write(json!({"n": 0}), "first");
+        let system = format!("system={}", s.root.display());
+        b.ok(
+            &d,
+            &[
+                "add",
+                &format!("obj{i}"),
+                "--kind",
+                "memory",
+                "--set",
+                &system,
+            ],
+        );
+    }
+    b.ok(&d, &["commit", "-m", "baseline"]);
+    let t = b.median(&d, &["status"], 50, 0, || {});
+
+    // How many jj processes one status starts: a wrapper logs each.
+    let jj = tether_testkit::jj();
+    let log = d.tmp().join("jj-calls.log");
+    let wrapper = d.tmp().join("jj-counting");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho x >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            jj.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_JJ", &wrapper)
+        .env("TETHER_CACHE_DIR", b.cache.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let calls = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+
+    // The same number of bare, cheap jj calls (no snapshot), timed as a sequence.
+    let mut times = Vec::new();
+    for i in 0..=50 {
+        let start = Instant::now();
+        for _ in 0..calls {
+            let out = d
+                .command(&jj, &d.root())
+                .args([
+                    "log",
+                    "--ignore-working-copy",
+                    "--no-graph",
+                    "-r",
+                    "@",
+                    "-T",
+                    "commit_id",
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", describe(&out));
+        }
+        if i > 0 {
+            times.push(start.elapsed());
+        }
+    }
+    times.sort();
+    let bare = times[times.len() / 2];
+    report(
+        "status, 5 memory objects, cached snapshot, on jj",
+        t,
+        &format!(
+            "git: {:.2} ms; {calls} bare jj call(s): {:.2} ms",
+            ms(git_status),
+            ms(bare)
+        ),
+        50,
     );
 }
