@@ -47,17 +47,25 @@ fn a_commit_moves_the_bookmark_in_one_operation_and_leaves_an_empty_working_copy
     // A second commit is one jj operation: `jj undo` takes the commit and the
     // bookmark back together.
     store.write(json!({"labels": "1"}), "relabel");
-    let ops_before = lines(&d.jj(&["op", "log", "--no-graph", "-T", "id ++ \"\\n\""])).len();
+    let op_log = || lines(&d.jj(&["op", "log", "--no-graph", "-T", "description ++ \"\\n\""]));
+    let ops_before = op_log().len();
     d.ok(&["commit", "-m", "relabel"]);
     let c2 = d.head();
     assert_ne!(c2, c1);
     assert_eq!(at("main", "commit_id"), c2);
-    let ops_after = lines(&d.jj(&["op", "log", "--no-graph", "-T", "id ++ \"\\n\""])).len();
+    let ops = op_log();
+    let new_ops = &ops[..ops.len() - ops_before];
+    // jj snapshots the working copy as an operation of its own before any
+    // command; the commit and the bookmark move are the one operation after it.
     assert_eq!(
-        ops_after,
-        ops_before + 1,
-        "the commit and the bookmark move are one operation"
+        new_ops
+            .iter()
+            .filter(|o| !o.starts_with("snapshot working copy"))
+            .count(),
+        1,
+        "the commit and the bookmark move are one operation: {new_ops:?}"
     );
+    assert!(new_ops[0].starts_with("commit "), "{new_ops:?}");
     d.jj(&["undo"]);
     assert_eq!(
         at("main", "commit_id"),

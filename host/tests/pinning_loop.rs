@@ -247,7 +247,7 @@ fn register_status_and_the_first_commit(vcs: Vcs) {
     let pin = c.pin().to_string();
 
     // The VCS: one commit, the message as given, the manifests and the listing.
-    assert_eq!(d.history(), [c.full.clone()]);
+    assert_eq!(d.history(), std::slice::from_ref(&c.full));
     assert_eq!(d.message(&c.full), BASELINE);
     let files = d.changed_files(&c.full);
     let stat = files.join("\n");

@@ -112,7 +112,8 @@ impl View {
                 id: f[0].to_owned(),
                 parents: words(f[1]).collect(),
                 current: f[2] == "@",
-                working_copy: !f[3].trim().is_empty(),
+                // jj lists working copies only once there are several workspaces.
+                working_copy: f[2] == "@" || !f[3].trim().is_empty(),
                 bookmarks,
                 conflicted: conflicted
                     .into_iter()
