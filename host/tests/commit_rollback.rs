@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::json;
-use support::{Dataset, describe, stderr};
+use support::{Dataset, Vcs, describe, stderr};
 use tether::model::ids;
 
 /// The pin id tether will compute for a memory object at `snapshot_id`.
@@ -32,9 +32,13 @@ fn objects(d: &Dataset) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-#[test]
-fn a_failed_pin_releases_only_the_pins_this_commit_created() {
-    let d = Dataset::init();
+for_each_vcs!(
+    a_failed_pin_releases_only_the_pins_this_commit_created,
+    a_held_lock_makes_a_writing_command_fail_naming_the_lock,
+);
+
+fn a_failed_pin_releases_only_the_pins_this_commit_created(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let fresh = d.memory_store("fresh");
     let found = d.memory_store("found");
     let broken = d.memory_store("broken");
@@ -68,7 +72,7 @@ fn a_failed_pin_releases_only_the_pins_this_commit_created() {
     std::fs::write(&broken_ref_file, json!({"snapshot_id": other}).to_string()).unwrap();
 
     let manifests_before = objects(&d);
-    let head_before = d.git(&["rev-list", "--all"]);
+    let head_before = d.all_commits();
     let out = d.tether(&["commit", "-m", "baseline"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = stderr(&out);
@@ -93,7 +97,7 @@ fn a_failed_pin_releases_only_the_pins_this_commit_created() {
         "the foreign tag is untouched"
     );
     assert_eq!(objects(&d), manifests_before, "manifests are put back");
-    assert_eq!(d.git(&["rev-list", "--all"]), head_before, "no VCS commit");
+    assert_eq!(d.all_commits(), head_before, "no VCS commit");
 
     let ops = d.ok(&["ops", "--json"]);
     let entries: serde_json::Value = serde_json::from_str(&ops).unwrap();
@@ -104,31 +108,40 @@ fn a_failed_pin_releases_only_the_pins_this_commit_created() {
     );
 }
 
-#[test]
-fn a_held_lock_makes_a_writing_command_fail_naming_the_lock() {
-    let d = Dataset::init();
+fn a_held_lock_makes_a_writing_command_fail_naming_the_lock(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let store = d.memory_store("s");
     d.add_memory("s", &store);
-    let lock_path = d.root().join(".tether").join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .unwrap();
-    file.lock().unwrap();
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .env("TETHER_LOCK_TIMEOUT", "1")
-        .args(["commit", "-m", "x"])
-        .output()
-        .unwrap();
-    file.unlock().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains(lock_path.to_str().unwrap()),
-        "the error names the lock: {err}"
-    );
-    assert!(store.tags().is_empty(), "nothing was pinned");
+    // The checkout's lock, then the repository's, in the VCS's shared directory
+    // (`.git/`, or jj's `.jj/repo/`).
+    let shared = match vcs {
+        Vcs::Git => d.root().join(".git"),
+        Vcs::Jj | Vcs::JjColocated => d.root().join(".jj").join("repo"),
+    };
+    for lock_path in [
+        d.root().join(".tether").join("lock"),
+        shared.join("tether.lock"),
+    ] {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .unwrap();
+        file.lock().unwrap();
+        let out = d
+            .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+            .env("TETHER_LOCK_TIMEOUT", "1")
+            .args(["commit", "-m", "x"])
+            .output()
+            .unwrap();
+        file.unlock().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(lock_path.to_str().unwrap()),
+            "the error names the lock: {err}"
+        );
+        assert!(store.tags().is_empty(), "nothing was pinned");
+    }
 }

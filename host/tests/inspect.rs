@@ -1,33 +1,24 @@
 //! The read-side commands end to end: `open`, `verify`, `diff`, `log` and
-//! `ops`, through the real `tether` binary in temp dirs with real git and
-//! memory-plugin stores kept in local directories. A store is made, and
+//! `ops`, through the real `tether` binary in temp dirs with real git and jj
+//! (each test runs once per VCS) and memory-plugin stores kept in local directories. A store is made, and
 //! "written to", with plain file writes of the memory plugin's documented
 //! layout (`plugins/memory/src/lib.rs`): `snapshots/<id>.json` and
 //! `refs/branches/main.json`; pins are `refs/tags/tether.<pin_id>.json`.
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
+use support::{Dataset, Vcs};
 use tether::model::{canonical, ids};
-use tether_testkit::cache_dir;
 
-/// A dataset in a fresh git repository, with its own git identity.
+/// A dataset in a fresh git or jj repository, with its own identity.
 struct Env {
-    _tmp: tempfile::TempDir,
+    d: Dataset,
     root: PathBuf,
     ds: PathBuf,
-}
-
-fn git(env: &Env, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(&env.ds)
-        .env("GIT_CONFIG_GLOBAL", env.root.join("gitconfig"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", describe(&out));
 }
 
 fn describe(out: &Output) -> String {
@@ -40,24 +31,11 @@ fn describe(out: &Output) -> String {
 }
 
 impl Env {
-    fn new() -> Env {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path().canonicalize().unwrap();
-        std::fs::write(
-            root.join("gitconfig"),
-            "[user]\n\tname = Tether Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n",
-        )
-        .unwrap();
-        let ds = root.join("ds");
-        std::fs::create_dir_all(&ds).unwrap();
-        let env = Env {
-            _tmp: tmp,
-            root,
-            ds,
-        };
-        git(&env, &["init", "-q", "-b", "main"]);
-        env.ok(&["init"]);
-        env
+    fn new(vcs: Vcs) -> Env {
+        let d = Dataset::init_in(vcs);
+        let root = d.tmp().canonicalize().unwrap();
+        let ds = d.root();
+        Env { d, root, ds }
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -65,18 +43,33 @@ impl Env {
     }
 
     fn run_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
-        cmd.args(args)
-            .current_dir(&self.ds)
-            .env("GIT_CONFIG_GLOBAL", self.root.join("gitconfig"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("TETHER_CACHE_DIR", cache_dir())
-            .env_remove("TETHER_REV")
-            .env_remove("RUST_LOG");
+        let mut cmd = self.d.command(env!("CARGO_BIN_EXE_tether"), &self.ds);
+        cmd.args(args);
         for (k, v) in vars {
             cmd.env(k, v);
         }
         cmd.output().expect("run tether")
+    }
+
+    /// The last dataset commit as the VCS's own revision syntax names it.
+    fn head_rev(&self) -> &'static str {
+        match self.d.vcs() {
+            Vcs::Git => "HEAD",
+            Vcs::Jj | Vcs::JjColocated => "@-",
+        }
+    }
+
+    /// Make the last dataset commit vanish behind tether's back: `git reset
+    /// --soft HEAD~1`, or `jj abandon` of it.
+    fn drop_last_commit(&self, commit: &str) {
+        match self.d.vcs() {
+            Vcs::Git => {
+                self.d.git(&["reset", "-q", "--soft", "HEAD~1"]);
+            }
+            Vcs::Jj | Vcs::JjColocated => {
+                self.d.jj(&["abandon", commit]);
+            }
+        }
     }
 
     /// Run and require exit 0; stdout.
@@ -175,6 +168,17 @@ impl Store {
     }
 }
 
+for_each_vcs!(
+    open_at_head_and_at_an_older_commit_gives_the_pin,
+    open_of_a_deleted_pin_falls_back_and_a_moved_pin_is_refused,
+    verify_reports_ok_missing_and_drifted,
+    verify_all_history_checks_each_distinct_pin_once_per_label,
+    a_recorded_state_is_unknown_without_deep_and_opens_at_its_state,
+    diff_between_two_commits_with_content,
+    log_lists_newest_first_and_ids_are_at_values,
+    ops_lists_commits_newest_first_and_flags_an_incomplete_entry,
+);
+
 /// A dataset with one memory object `data`, committed twice: (env, store,
 /// (commit 1, pin ref 1, snapshot 1), (commit 2, pin ref 2, snapshot 2)).
 struct TwoCommits {
@@ -188,8 +192,8 @@ struct TwoCommits {
     s2: String,
 }
 
-fn two_commits() -> TwoCommits {
-    let env = Env::new();
+fn two_commits(vcs: Vcs) -> TwoCommits {
+    let env = Env::new(vcs);
     let store = env.store("store");
     let s1 = store.write("plate1: labels", json!({"labels": "zeros", "raw": "r1"}));
     env.ok(&[
@@ -219,9 +223,8 @@ fn two_commits() -> TwoCommits {
     }
 }
 
-#[test]
-fn open_at_head_and_at_an_older_commit_gives_the_pin() {
-    let t = two_commits();
+fn open_at_head_and_at_an_older_commit_gives_the_pin(vcs: Vcs) {
+    let t = two_commits(vcs);
     let sys = t.store.system();
     // At a revision: read-only at that commit's pin.
     assert_eq!(
@@ -229,7 +232,7 @@ fn open_at_head_and_at_an_older_commit_gives_the_pin() {
         format!("{sys}#{}", t.pin1)
     );
     assert_eq!(
-        t.env.ok(&["open", "data", "-r", "HEAD"]).trim(),
+        t.env.ok(&["open", "data", "-r", t.env.head_rev()]).trim(),
         format!("{sys}#{}", t.pin2)
     );
     let h = t.env.json(&["open", "data", "-r", &t.c1[..12], "--json"]);
@@ -261,9 +264,8 @@ fn open_at_head_and_at_an_older_commit_gives_the_pin() {
     t.env.code(2, &["open"]);
 }
 
-#[test]
-fn open_of_a_deleted_pin_falls_back_and_a_moved_pin_is_refused() {
-    let t = two_commits();
+fn open_of_a_deleted_pin_falls_back_and_a_moved_pin_is_refused(vcs: Vcs) {
+    let t = two_commits(vcs);
     let sys = t.store.system();
     let tag1 = t.store.ref_path("tags", &t.pin1);
     assert!(tag1.exists(), "{} was not created", tag1.display());
@@ -285,9 +287,8 @@ fn open_of_a_deleted_pin_falls_back_and_a_moved_pin_is_refused() {
     assert!(err.contains(&t.pin1), "{err}");
 }
 
-#[test]
-fn verify_reports_ok_missing_and_drifted() {
-    let t = two_commits();
+fn verify_reports_ok_missing_and_drifted(vcs: Vcs) {
+    let t = two_commits(vcs);
     let c1 = &t.c1[..12];
     let c2 = &t.c2[..12];
     assert_eq!(t.env.ok(&["verify"]), "ok data\n");
@@ -328,9 +329,8 @@ fn verify_reports_ok_missing_and_drifted() {
     t.env.ok(&["verify", "-r", &t.c1]);
 }
 
-#[test]
-fn verify_all_history_checks_each_distinct_pin_once_per_label() {
-    let t = two_commits();
+fn verify_all_history_checks_each_distinct_pin_once_per_label(vcs: Vcs) {
+    let t = two_commits(vcs);
     // A commit that changes nothing of `data` but adds a second object.
     let other = t.env.store("other");
     t.env.ok(&[
@@ -359,9 +359,8 @@ fn verify_all_history_checks_each_distinct_pin_once_per_label() {
     assert_eq!(v[format!("{c3}:more")]["status"], json!("ok"));
 }
 
-#[test]
-fn a_recorded_state_is_unknown_without_deep_and_opens_at_its_state() {
-    let env = Env::new();
+fn a_recorded_state_is_unknown_without_deep_and_opens_at_its_state(vcs: Vcs) {
+    let env = Env::new(vcs);
     let store = env.store("store");
     let s1 = store.write("one", json!({"k": "v1"}));
     env.ok(&[
@@ -391,9 +390,8 @@ fn a_recorded_state_is_unknown_without_deep_and_opens_at_its_state() {
     assert_eq!(v["rec"]["status"], json!("missing"));
 }
 
-#[test]
-fn diff_between_two_commits_with_content() {
-    let t = two_commits();
+fn diff_between_two_commits_with_content(vcs: Vcs) {
+    let t = two_commits(vcs);
     // Nothing changed since the last commit.
     assert_eq!(t.env.ok(&["diff"]), "no object changed\n");
     assert_eq!(t.env.json(&["diff", "--json"]), json!([]));
@@ -447,9 +445,8 @@ fn diff_between_two_commits_with_content() {
     assert!(err.contains("nope"), "{err}");
 }
 
-#[test]
-fn log_lists_newest_first_and_ids_are_at_values() {
-    let t = two_commits();
+fn log_lists_newest_first_and_ids_are_at_values(vcs: Vcs) {
+    let t = two_commits(vcs);
     let out = t.env.ok(&["log", "data"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
@@ -498,9 +495,8 @@ fn log_lists_newest_first_and_ids_are_at_values() {
     assert_eq!(snap["old"]["snapshot_id"], json!(t.s1));
 }
 
-#[test]
-fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry() {
-    let t = two_commits();
+fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry(vcs: Vcs) {
+    let t = two_commits(vcs);
     let j = t.env.json(&["ops", "--json"]);
     let entries = j.as_array().unwrap();
     // The two commits, and the `add` before them (journaled so `undo` can
@@ -564,7 +560,7 @@ fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry() {
     assert_eq!(j[0]["status"], json!("started"));
 
     // A dataset commit the VCS no longer has is flagged.
-    git(&t.env, &["reset", "-q", "--soft", "HEAD~1"]);
+    t.env.drop_last_commit(&t.c2);
     let out = t.env.ok(&["ops"]);
     let line = out.lines().find(|l| l.contains(&t.c2[..12])).unwrap();
     assert!(line.contains("(vcs commit gone)"), "{out}");

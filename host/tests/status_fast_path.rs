@@ -3,11 +3,15 @@
 
 mod support;
 
-use support::{Dataset, describe};
+use support::{Dataset, Vcs, describe};
 
-#[test]
-fn a_cached_status_loads_no_plugin() {
-    let d = Dataset::init();
+for_each_vcs!(
+    a_cached_status_loads_no_plugin,
+    a_status_without_cached_descriptors_still_knows_the_tiers,
+);
+
+fn a_cached_status_loads_no_plugin(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let store = d.memory_store("s");
     d.add_memory("s", &store);
     d.ok(&["status", "--snapshot"]);
@@ -32,9 +36,8 @@ fn a_cached_status_loads_no_plugin() {
     );
 }
 
-#[test]
-fn a_status_without_cached_descriptors_still_knows_the_tiers() {
-    let d = Dataset::init();
+fn a_status_without_cached_descriptors_still_knows_the_tiers(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let store = d.memory_store("s");
     d.add_memory("s", &store);
     d.ok(&["status", "--snapshot"]);

@@ -260,6 +260,23 @@ impl Dataset {
         }
     }
 
+    /// Every commit the VCS shows, as full ids (git: `rev-list --all`; jj:
+    /// every visible commit but the root).
+    pub fn all_commits(&self) -> Vec<String> {
+        if self.is_jj() {
+            lines(&self.jj(&[
+                "log",
+                "--no-graph",
+                "-r",
+                "..",
+                "-T",
+                "commit_id ++ \"\\n\"",
+            ]))
+        } else {
+            lines(&self.git(&["rev-list", "--all"]))
+        }
+    }
+
     /// Each commit's subject, newest first, as `git log --format=%s` prints it
     /// (the first paragraph, its lines joined with spaces).
     pub fn subjects(&self) -> Vec<String> {
