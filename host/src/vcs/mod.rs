@@ -263,8 +263,9 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// prefix means the whole tree.
     fn list_files(&self, commit: &CommitId, prefix: &str) -> Result<Vec<String>>;
 
-    /// Streams all visible history (every commit reachable from a branch or from any
-    /// checkout's `HEAD`), newest first in topological order, each commit once, with
+    /// Streams all visible history (git: every commit reachable from a branch or from
+    /// any checkout's `HEAD`; jj: every visible commit that is no workspace's working
+    /// copy), newest first in topological order, each commit once, with
     /// the files under `prefix`. Unchanged content is read once per walk.
     fn history<'a>(
         &'a self,
