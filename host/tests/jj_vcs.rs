@@ -340,3 +340,55 @@ fn the_users_colour_pager_templates_and_aliases_stay_out() {
         describe(&out)
     );
 }
+
+#[test]
+fn init_on_existing_jj_history_and_a_users_own_edits_stay_in_the_working_copy() {
+    let d = Dataset::new_in(Vcs::Jj);
+    std::fs::write(d.root().join("code.py"), "print(1)\n").unwrap();
+    d.jj(&["commit", "-m", "code"]);
+    let code = d.head();
+    d.ok(&["init"]);
+    // No bookmark existed: the trunk is created where the history is.
+    assert_eq!(
+        d.jj(&["log", "--no-graph", "-r", "main", "-T", "commit_id"]),
+        code
+    );
+    let store = d.memory_store("s");
+    d.add_memory("s", &store);
+    // The user's own edit, never snapshotted by jj before tether commits.
+    std::fs::write(d.root().join("notes.txt"), "mine\n").unwrap();
+    d.ok(&["commit", "-m", "dataset"]);
+    let c = d.head();
+    assert_eq!(
+        d.jj(&["log", "--no-graph", "-r", "main", "-T", "commit_id"]),
+        c
+    );
+    assert_eq!(
+        d.jj(&[
+            "log",
+            "--no-graph",
+            "-r",
+            &format!("{c}-"),
+            "-T",
+            "commit_id"
+        ]),
+        code,
+        "the dataset commit builds on the user's history"
+    );
+    let files = d.changed_files(&c);
+    assert!(!files.iter().any(|f| f == "notes.txt"), "{files:?}");
+    assert!(
+        files.iter().any(|f| f == ".tether/objects/s.toml"),
+        "{files:?}"
+    );
+    assert_eq!(
+        d.uncommitted(),
+        ["notes.txt"],
+        "the user's edit stays in the working copy"
+    );
+    let status = status_json(&d);
+    assert!(
+        status["bookmark_drift"].as_array().unwrap().is_empty(),
+        "{status}"
+    );
+}
