@@ -630,7 +630,7 @@ pub enum VcsError {
     Jj { command: String, message: String },
 
     #[error(
-        "unknown revision `{rev}`: name a commit id (or a unique prefix of one), a branch, a tag, or an expression such as `HEAD~2` ({detail})"
+        "unknown revision `{rev}`: name a commit id (or a unique prefix of one), a branch or bookmark, a tag, or an expression such as `HEAD~2` (git) or `@-` (jj) ({detail})"
     )]
     UnknownRevision { rev: String, detail: String },
 
