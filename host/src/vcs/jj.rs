@@ -788,6 +788,129 @@ impl Vcs for JjVcs {
         Ok(commit.short12().to_owned())
     }
 
+    fn move_branch(&self, name: &str, to: &CommitId, expected: &CommitId) -> Result<()> {
+        match self.branch_head(name)? {
+            Some(found) if found == *expected => {}
+            found => {
+                return Err(VcsError::BranchMoved {
+                    name: name.to_owned(),
+                    expected: expected.to_string(),
+                    found: found.map_or_else(|| "nothing (deleted)".into(), |c| c.to_string()),
+                });
+            }
+        }
+        // Bookmarks are not checked out in jj: moving one moves no working copy.
+        let r = self.run(
+            &[
+                "bookmark",
+                "set",
+                "--allow-backwards",
+                "-r",
+                to.as_str(),
+                "--",
+                name,
+            ],
+            None,
+        );
+        self.forget_view();
+        r.map(|_| ())
+    }
+
+    fn delete_branch(&self, name: &str, expected: &CommitId) -> Result<()> {
+        let Some(found) = self.branch_head(name)? else {
+            return Ok(());
+        };
+        if found != *expected {
+            return Err(VcsError::BranchMoved {
+                name: name.to_owned(),
+                expected: expected.to_string(),
+                found: found.to_string(),
+            });
+        }
+        // A bookmark a workspace works on (at its `@` or `@-`) is refused, as git
+        // refuses a checked-out branch.
+        let view = self.view()?;
+        for wc in view.commits.iter().filter(|c| c.working_copy) {
+            let on = wc.bookmarks.iter().any(|b| b == name)
+                || wc
+                    .parents
+                    .iter()
+                    .filter_map(|p| view.get(p))
+                    .any(|p| p.bookmarks.iter().any(|b| b == name));
+            if on {
+                let path = self
+                    .worktrees()?
+                    .into_iter()
+                    .find(|w| {
+                        w.head.as_ref().map(CommitId::as_str)
+                            == wc.parents.first().map(String::as_str)
+                    })
+                    .map_or_else(|| self.root.clone(), |w| w.path);
+                return Err(VcsError::BranchCheckedOut {
+                    branch: name.to_owned(),
+                    path,
+                });
+            }
+        }
+        let r = self.run(&["bookmark", "delete", "--", name], None);
+        self.forget_view();
+        r.map(|_| ())
+    }
+
+    fn is_ancestor(&self, ancestor: &CommitId, descendant: &CommitId) -> Result<bool> {
+        let repo = self.git();
+        let a = gitimpl::find_commit(&repo, ancestor)?.id();
+        let d = gitimpl::find_commit(&repo, descendant)?.id();
+        if a == d {
+            return Ok(true);
+        }
+        repo.graph_descendant_of(d, a)
+            .map_err(VcsError::git("comparing commits"))
+    }
+
+    /// jj has no index: uncommitting the dataset commit `@-` squashes it back into
+    /// `@` (its bookmark moves to its parent, `to`), in one jj operation.
+    fn reset_soft(&self, to: &CommitId) -> Result<()> {
+        let view = self.view()?;
+        let wc = view.working_copy()?;
+        let Some(commit) = view.head()? else {
+            return Err(VcsError::NoCommitYet);
+        };
+        let parent = {
+            let repo = self.git();
+            let c = gitimpl::find_commit(&repo, &CommitId::new(commit.clone()))?;
+            c.parent_ids().next().map(|p| p.to_string())
+        };
+        let to_parent =
+            parent.as_deref() == Some(to.as_str()) || (parent.is_none() && to.as_str() == ROOT_ID);
+        let others = view
+            .commits
+            .iter()
+            .filter(|c| c.id != wc.id && c.parents.contains(&commit))
+            .count();
+        if !to_parent || wc.parents.len() != 1 || others > 0 {
+            return Err(VcsError::Jj {
+                command: "squash".into(),
+                message: format!(
+                    "cannot uncommit {commit}: it is not the working copy's only parent on top of {to}, or other commits build on it"
+                ),
+            });
+        }
+        let r = self.run(
+            &[
+                "squash",
+                "--from",
+                &commit,
+                "--into",
+                "@",
+                "--use-destination-message",
+            ],
+            Some(&[]),
+        );
+        self.forget_view();
+        r.map(|_| ())
+    }
+
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>> {
         let view = self.view()?;
         let current = gitimpl::canonical(&self.root);
