@@ -1010,7 +1010,7 @@ fn resolve_repo_dir(dot_jj: &Path) -> Result<PathBuf> {
     let text = fs::read_to_string(&repo)
         .map_err(|e| VcsError::io(format!("reading {}", repo.display()), e))?;
     let p = PathBuf::from(text.trim_end_matches(['\n', '\r']));
-    Ok(gitimpl::clean_dir(&if p.is_absolute() {
+    Ok(gitimpl::canonical(&if p.is_absolute() {
         p
     } else {
         dot_jj.join(p)
@@ -1291,70 +1291,4 @@ pub fn visible_set(vcs: &dyn Vcs) -> Result<HashSet<String>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_parse() {
-        assert_eq!(parse_jj_version("jj 0.45.1\n"), Some(JjVersion(0, 45, 1)));
-        assert_eq!(
-            parse_jj_version("jj 0.43.0-1a2b3c4d5e6f"),
-            Some(JjVersion(0, 43, 0))
-        );
-        assert_eq!(parse_jj_version("jj 1.2"), Some(JjVersion(1, 2, 0)));
-        assert_eq!(parse_jj_version("git version 2.47.3"), None);
-        assert!(JjVersion(0, 42, 9) < JjVersion(0, 43, 0));
-    }
-
-    #[test]
-    fn the_user_layer_keeps_only_what_the_spec_lists() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("config.toml");
-        fs::write(
-            &cfg,
-            r#"
-[user]
-name = "A"
-email = "a@b"
-[ui]
-color = "always"
-pager = "less"
-[templates]
-log = "oops"
-[snapshot]
-auto-track = "none()"
-[revset-aliases]
-"immutable_heads()" = "trunk() | tags() | mine_old"
-"trunk()" = "main@origin"
-mine_old = "mine() & ::release"
-"unrelated()" = "none()"
-"#,
-        )
-        .unwrap();
-        let env = VcsEnv::from_vars([("JJ_CONFIG", cfg.as_os_str())]);
-        let layer: toml::Table = user_layer(&env).unwrap().parse().unwrap();
-        let keys: Vec<&str> = layer.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["revset-aliases", "snapshot", "user"]);
-        let aliases = layer["revset-aliases"].as_table().unwrap();
-        let names: Vec<&str> = aliases.keys().map(String::as_str).collect();
-        assert_eq!(names, ["immutable_heads()", "mine_old", "trunk()"]);
-        assert_eq!(user_auto_track(&env).as_deref(), Some("none()"));
-    }
-
-    #[test]
-    fn fileset_strings_are_quoted() {
-        assert_eq!(fileset_string("a/b.toml"), "\"a/b.toml\"");
-        assert_eq!(fileset_string("we\"ird\\"), "\"we\\\"ird\\\\\"");
-    }
-
-    #[test]
-    fn view_lines_parse() {
-        let text = "aaaa\tbbbb\t@\tdefault\t\nbbbb\tcccc\t-\t\tmain feat? \n";
-        let v = View::parse(text).unwrap();
-        assert_eq!(v.working_copy().unwrap().id, "aaaa");
-        assert_eq!(v.head().unwrap().as_deref(), Some("bbbb"));
-        assert_eq!(v.working_bookmarks().unwrap(), ["main"]);
-        assert_eq!(v.history_ids(), ["bbbb"]);
-        assert_eq!(v.commits[1].conflicted, ["feat"]);
-    }
-}
+mod tests;
