@@ -30,7 +30,9 @@
 //!   name when it commits them.
 //! - **Which jj**: `[vcs] jj_path` in `.tether/secrets.toml` (applied by the engine once
 //!   that file is known to be untracked), then `TETHER_JJ`, then `PATH`; jj 0.43 or newer,
-//!   checked once per process and executable.
+//!   checked once per command, through a record in `.jj/repo/tether-jj-version` keyed
+//!   by the executable's path, size and modification time (so it costs no process
+//!   while the same jj is in use).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fs;
@@ -235,7 +237,7 @@ impl JjVcs {
             "opening jj's git store at {}",
             git_dir.display()
         )))?;
-        require_jj_version(&exe, &env)?;
+        check_version_cached(&exe, &env, &repo_dir)?;
         Ok(JjVcs {
             root,
             repo_dir,
@@ -1267,6 +1269,55 @@ pub fn require_jj_version(exe: &Path, env: &VcsEnv) -> Result<Option<JjVersion>>
         }),
         Ok(v) => Ok(v),
     }
+}
+
+/// [`require_jj_version`], remembered across processes in the repository's shared
+/// directory (`tether-jj-version`), keyed by the executable's resolved path, size
+/// and modification time: a command then checks the version without starting jj,
+/// and any other jj binary (or the same path rebuilt) is asked again.
+fn check_version_cached(exe: &Path, env: &VcsEnv, repo_dir: &Path) -> Result<()> {
+    let resolved = resolve_exe(exe, env);
+    let key = resolved.as_deref().and_then(|p| {
+        let meta = fs::metadata(p).ok()?;
+        let mtime = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        Some(format!("{}\t{}\t{mtime}", p.display(), meta.len()))
+    });
+    let cache = repo_dir.join("tether-jj-version");
+    if let Some(key) = &key
+        && let Ok(text) = fs::read_to_string(&cache)
+        && let Some((k, v)) = text.trim_end().rsplit_once('\t')
+        && k == key
+        && parse_jj_version(&format!("jj {v}"))
+            .is_some_and(|v| v >= JjVersion(MIN_JJ_VERSION.0, MIN_JJ_VERSION.1, MIN_JJ_VERSION.2))
+    {
+        return Ok(());
+    }
+    let found = require_jj_version(exe, env)?;
+    if let (Some(key), Some(v)) = (key, found) {
+        // Best effort: a read-only repository just checks again next time.
+        let tmp = repo_dir.join(format!("tether-jj-version.{}", std::process::id()));
+        if fs::write(&tmp, format!("{key}\t{v}\n")).is_ok() && fs::rename(&tmp, &cache).is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+    Ok(())
+}
+
+/// The executable `Command` would run for `exe`: itself when it names a path, else the
+/// first match on `env`'s `PATH`.
+fn resolve_exe(exe: &Path, env: &VcsEnv) -> Option<PathBuf> {
+    if exe.components().count() > 1 {
+        return Some(exe.to_owned());
+    }
+    let path = env.get_os("PATH")?;
+    std::env::split_paths(path)
+        .map(|d| d.join(exe))
+        .find(|p| p.is_file())
 }
 
 /// `jj 0.45.1`, `jj 0.45.1-4f0c1e2a...`.

@@ -323,3 +323,32 @@ fn view_lines_parse() {
     assert_eq!(v.history_ids(), ["bbbb"]);
     assert_eq!(v.commits[1].conflicted, ["feat"]);
 }
+
+#[test]
+fn the_version_check_is_remembered_per_executable() {
+    let fx = Fixture::new();
+    fx.open();
+    let cache = fx.repo.join(".jj/repo/tether-jj-version");
+    let text = fs::read_to_string(&cache).unwrap();
+    assert!(text.trim_end().ends_with("\t0.45.1"), "{text}");
+    // Another executable is asked, whatever the cache says.
+    let old = fx.base.join("jj-old");
+    fs::write(&old, "#!/bin/sh\necho 'jj 0.42.0'\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&old, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let err = JjVcs::open_with_exe(&fx.repo, fx.env.clone(), old).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VcsError::JjTooOld {
+                found: JjVersion(0, 42, 0),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("0.43 or newer"), "{err}");
+}
