@@ -913,6 +913,151 @@ impl Vcs for JjVcs {
         r.map(|_| ())
     }
 
+    /// `jj abandon --restore-descendants --retain-bookmarks`: every descendant keeps
+    /// its whole tree (so its manifests exactly), and a bookmark on an abandoned
+    /// commit moves to its parent. The pairs map each rewritten descendant that is
+    /// no working copy, through its change id.
+    fn drop_commits(
+        &self,
+        commits: &[CommitId],
+        exact_prefix: &str,
+    ) -> Result<Vec<(CommitId, CommitId)>> {
+        let _ = super::normalize_prefix(exact_prefix)?;
+        if commits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let view = self.view()?;
+        let dropped: HashSet<&str> = commits.iter().map(CommitId::as_str).collect();
+        for c in commits {
+            if view.get(c.as_str()).is_none() {
+                return Err(VcsError::CannotAbandon {
+                    what: c.to_string(),
+                    why: "jj shows no such visible commit".into(),
+                });
+            }
+        }
+        // Only operators and commit ids in the revset (repo aliases cannot change it).
+        let ids = commits
+            .iter()
+            .map(CommitId::as_str)
+            .collect::<Vec<_>>()
+            .join(" | ");
+        let template = r#"self.change_id() ++ " " ++ self.commit_id() ++ "\n""#;
+        let descendants = |out: &str| -> Vec<(String, String)> {
+            out.lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                .collect()
+        };
+        let before = descendants(&self.run(
+            &[
+                "log",
+                "--no-graph",
+                "-r",
+                &format!("({ids}):: ~ ({ids})"),
+                "-T",
+                template,
+            ],
+            None,
+        )?);
+        let mut args = vec![
+            "abandon",
+            "--restore-descendants",
+            "--retain-bookmarks",
+            "--",
+        ];
+        args.extend(commits.iter().map(CommitId::as_str));
+        let r = self.run(&args, Some(&[]));
+        self.forget_view();
+        r.map_err(|e| VcsError::CannotAbandon {
+            what: ids.clone(),
+            why: e.to_string(),
+        })?;
+        let after = self.view()?;
+        let mut out = Vec::new();
+        for (change, old) in before {
+            if dropped.contains(old.as_str()) || view.get(&old).is_some_and(|c| c.working_copy) {
+                continue;
+            }
+            let new = self.run(
+                &[
+                    "log",
+                    "--no-graph",
+                    "-r",
+                    &change,
+                    "-T",
+                    r#"self.commit_id()"#,
+                ],
+                None,
+            )?;
+            let new = new.trim().to_owned();
+            if after.get(&new).is_some() {
+                out.push((CommitId::new(old), CommitId::new(new)));
+            }
+        }
+        Ok(out)
+    }
+
+    fn exclusive_commits(&self, name: &str) -> Result<(Vec<CommitId>, Vec<String>)> {
+        let view = self.view()?;
+        let Some(head) = view
+            .commits
+            .iter()
+            .find(|c| c.bookmarks.iter().any(|b| b == name))
+            .map(|c| c.id.clone())
+        else {
+            return Err(VcsError::UnknownBranch {
+                name: name.to_owned(),
+            });
+        };
+        let ancestors = |start: &str| -> HashSet<String> {
+            let mut seen = HashSet::new();
+            let mut stack = vec![start.to_owned()];
+            while let Some(id) = stack.pop() {
+                if id == ROOT_ID || !seen.insert(id.clone()) {
+                    continue;
+                }
+                if let Some(c) = view.get(&id) {
+                    stack.extend(c.parents.iter().cloned());
+                }
+            }
+            seen
+        };
+        let mine = ancestors(&head);
+        let mut hidden: HashSet<String> = HashSet::new();
+        let mut keepers = Vec::new();
+        for c in &view.commits {
+            for b in c.bookmarks.iter().filter(|b| *b != name) {
+                hidden.extend(ancestors(&c.id));
+                if ancestors(&c.id).contains(&head) {
+                    keepers.push(format!("refs/heads/{b}"));
+                }
+            }
+            // Another workspace's working copy keeps what it builds on, unless that
+            // workspace works on this bookmark.
+            if c.working_copy {
+                let on_it = c.bookmarks.iter().any(|b| b == name)
+                    || c.parents
+                        .iter()
+                        .filter_map(|p| view.get(p))
+                        .any(|p| p.bookmarks.iter().any(|b| b == name));
+                if !on_it && !c.current {
+                    hidden.extend(ancestors(&c.id));
+                }
+            }
+        }
+        keepers.sort();
+        keepers.dedup();
+        // Newest first, as the view lists them.
+        let out = view
+            .commits
+            .iter()
+            .filter(|c| mine.contains(&c.id) && !hidden.contains(&c.id))
+            .map(|c| CommitId::new(c.id.clone()))
+            .collect();
+        Ok((out, keepers))
+    }
+
     fn worktrees(&self) -> Result<Vec<WorktreeInfo>> {
         let view = self.view()?;
         let current = gitimpl::canonical(&self.root);

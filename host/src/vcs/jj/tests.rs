@@ -352,3 +352,41 @@ fn the_version_check_is_remembered_per_executable() {
     );
     assert!(err.to_string().contains("0.43 or newer"), "{err}");
 }
+
+#[test]
+fn dropping_commits_keeps_later_manifests_and_exclusive_commits_are_the_bookmarks_own() {
+    let fx = Fixture::new();
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        fx.write(".tether/objects/x.toml", &format!("state = {n}\n"));
+        fx.jj(&["commit", "-m", &format!("c{n}")]);
+        ids.push(CommitId::new(fx.id("@-")));
+    }
+    fx.jj(&["bookmark", "create", "main", "-r", "@-"]);
+    fx.jj(&["bookmark", "create", "feat", "-r", ids[0].as_str()]);
+    let vcs = fx.open();
+    let (only_main, keepers) = vcs.exclusive_commits("main").unwrap();
+    assert_eq!(only_main, [ids[2].clone(), ids[1].clone()]);
+    assert!(keepers.is_empty(), "{keepers:?}");
+    let (only_feat, keepers) = vcs.exclusive_commits("feat").unwrap();
+    assert!(only_feat.is_empty());
+    assert_eq!(keepers, ["refs/heads/main"]);
+
+    let rewritten = vcs.drop_commits(&[ids[1].clone()], ".tether").unwrap();
+    assert_eq!(rewritten.len(), 1, "{rewritten:?}");
+    assert_eq!(rewritten[0].0, ids[2]);
+    let c3 = rewritten[0].1.clone();
+    assert_eq!(
+        fx.id("main"),
+        c3.as_str(),
+        "the bookmark follows its commit"
+    );
+    assert_eq!(
+        vcs.read_file(&c3, ".tether/objects/x.toml")
+            .unwrap()
+            .as_deref(),
+        Some(&b"state = 3\n"[..]),
+        "the later commit keeps its manifest exactly"
+    );
+    assert_eq!(vcs.visible_ids().unwrap(), [c3, ids[0].clone()]);
+}
