@@ -317,7 +317,7 @@ fn drop_of_a_landed_bookmark_keeps_what_main_names() {
         !plan.contains("abandon-commit"),
         "main reaches them: {plan}"
     );
-    assert!(plan.contains("main reach them"), "{plan}");
+    assert!(plan.contains("main reaches them"), "{plan}");
     d.ok(&["drop", "land", "--no-dry-run"]);
     assert_eq!(
         img.tag(&pin).as_deref(),

@@ -229,13 +229,12 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     // make it), and one raw file is only touched.
     // Canonical JSON (keys sorted, no spaces); the id is the first 20 hex of
     // its sha256, as the memory plugin's layout documents.
-    let snap =
-        r#"{"message":"relabel","parents":["ac4ea90e032426a51d1d"],"payload":{"labels":"v2"}}"#;
-    let id = &hex::encode(<sha2::Sha256 as sha2::Digest>::digest(snap.as_bytes()))[..20];
-    std::fs::write(store.join("snapshots").join(format!("{id}.json")), snap)?;
-    std::fs::write(
-        store.join("refs").join("branches").join("main.json"),
-        format!(r#"{{"snapshot_id":"{id}"}}"#),
+    let v2 = memory_write(
+        &store,
+        "main",
+        MEMORY_INITIAL.0,
+        "relabel",
+        r#"{"labels":"v2"}"#,
     )?;
     let f = std::fs::File::options()
         .append(true)
@@ -247,8 +246,63 @@ fn demo_loop(root: &Path, tether: &Path) -> Result<()> {
     t(&["diff", "HEAD~1", "HEAD", "--content"])?;
     t(&["open", "zarr/labels", "--rev", "HEAD~1"])?;
     t(&["ops"])?;
+
+    // A bookmark: a branch in every system that has branches, forked lazily
+    // on the first writable open, committed, compared, and landed.
+    t(&["new", "-b", "relabel-v3"])?;
+    t(&["open", "zarr/labels"])?;
+    let config = std::fs::read_to_string(ds.join("tether.toml"))?;
+    let dataset_id = config
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("id = "))
+        .and_then(|v| v.split('"').nth(1))
+        .map(str::to_string)
+        .context("tether.toml names the dataset id")?;
+    let branch = format!("tether.ws.{dataset_id}.relabel-v3");
+    memory_write(
+        &store,
+        &branch,
+        &v2,
+        "relabel with model v3",
+        r#"{"labels":"v3"}"#,
+    )?;
+    t(&["status", "--snapshot"])?;
+    t(&["commit", "-m", "Relabel plate1 with model v3"])?;
+    t(&["diff", "main", "relabel-v3", "--content"])?;
+    t(&["promote", "--dry-run"])?;
+    t(&["promote"])?;
+    // The line of work is over: back on the trunk, throw the bookmark away.
+    t(&["new", "main"])?;
+    t(&["drop", "relabel-v3"])?;
+    t(&["drop", "relabel-v3", "--no-dry-run"])?;
+    t(&["gc"])?;
+    t(&["ops"])?;
     eprintln!("\ndemo dataset left in {}", ds.display());
     Ok(())
+}
+
+/// Write a snapshot on `branch` of a memory-plugin store with plain file
+/// writes (canonical JSON: keys sorted, no spaces; the id is the first 20
+/// hex of its sha256, as plugins/memory documents), as a writer holding a
+/// handle would. Returns the snapshot id.
+fn memory_write(
+    store: &Path,
+    branch: &str,
+    parent: &str,
+    message: &str,
+    payload: &str,
+) -> Result<String> {
+    let snap = format!(r#"{{"message":"{message}","parents":["{parent}"],"payload":{payload}}}"#);
+    let id = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(snap.as_bytes()))[..20].to_string();
+    std::fs::write(store.join("snapshots").join(format!("{id}.json")), snap)?;
+    std::fs::write(
+        store
+            .join("refs")
+            .join("branches")
+            .join(format!("{branch}.json")),
+        format!(r#"{{"snapshot_id":"{id}"}}"#),
+    )?;
+    Ok(id)
 }
 
 /// Everything CI checks: formatting, lints in both workspaces, every test.

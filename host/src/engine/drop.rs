@@ -149,15 +149,17 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
         );
     }
     if !keepers.is_empty() {
+        let names: Vec<&str> = keepers
+            .iter()
+            .map(|r| {
+                r.trim_start_matches("refs/heads/")
+                    .trim_start_matches("refs/tags/")
+            })
+            .collect();
         p.note(format!(
-            "the rest of {b}'s commits stay: {} reach them",
-            keepers
-                .iter()
-                .map(|r| r
-                    .trim_start_matches("refs/heads/")
-                    .trim_start_matches("refs/tags/"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "the rest of {b}'s commits stay: {} {} them",
+            names.join(", "),
+            if names.len() == 1 { "reaches" } else { "reach" }
         ));
     }
     p.push(
