@@ -1,8 +1,10 @@
 //! The contract's compatibility guarantee (DESIGN §3, "Growth without
 //! breakage"): a plugin built against the oldest supported contract — the
 //! frozen `tests/fixtures/wit-0.1.0`, built fresh into
-//! `tests/plugins/abi-0-1-0` — loads in this host and every call reaches it,
-//! while a plugin declaring an incompatible contract is refused.
+//! `tests/plugins/abi-0-1-0` — loads in this host and every call reaches it;
+//! so does one built against the frozen 0.1.1 (`abi-0-1-1`), whose optional
+//! `describe-ext` keeps answering; while a plugin declaring an incompatible
+//! contract is refused.
 
 use std::future::Future;
 use std::time::Duration;
@@ -92,6 +94,38 @@ fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
             Err(BackendError::Capability(_)) => {}
             other => panic!("fingerprint at a working ref: {other:?}"),
         }
+    });
+}
+
+#[test]
+fn a_plugin_built_against_the_frozen_0_1_1_contract_keeps_its_describe_ext() {
+    block_on(async {
+        let path = test_plugin("abi_0_1_1");
+        let bytes = std::fs::read(&path).expect("read the fixture");
+        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+        assert!(has("tether:backend/backend@0.1.1"));
+        assert!(has("tether:backend/describe-ext@0.1.1"));
+        assert!(!has("describe-fs"));
+        assert_ne!(HOST_ABI, "0.1.1");
+
+        let old = runtime()
+            .load_file(&path)
+            .await
+            .expect("the 0.1.1 plugin loads in this host");
+        assert_eq!(old.descriptor().abi, "0.1.1");
+        assert_eq!(
+            old.config_keys().await.expect("config keys"),
+            Some(vec!["region".to_string()])
+        );
+        // describe-fs came in 0.1.2: no directory is preopened for it, even
+        // one its locator names and that exists.
+        assert!(old.filesystem_keys().is_empty());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let obj = old.object(&json!({"path": dir.path().to_str().unwrap()}), &json!({}));
+        assert_eq!(
+            obj.fingerprint(None).await.expect("fingerprint"),
+            json!({"visible": false})
+        );
     });
 }
 

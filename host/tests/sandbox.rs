@@ -163,6 +163,100 @@ fn a_symlink_inside_a_granted_root_does_not_lead_out() {
     });
 }
 
+/// The `describe-fs` grant preopens exactly the directory under `fsroot`:
+/// the plugin reads and writes inside it, and nothing outside is visible,
+/// neither by path, nor through `..`, nor through a symlink inside it.
+#[test]
+fn a_preopened_directory_is_all_a_filesystem_plugin_sees() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        assert_eq!(s.hostile.filesystem_keys(), ["fsroot".to_string()]);
+        let fsroot = s.dir.path().join("repo");
+        std::fs::create_dir_all(&fsroot).unwrap();
+        std::fs::write(fsroot.join("inside.txt"), b"visible").unwrap();
+        let outside = s.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"private").unwrap();
+        std::os::unix::fs::symlink(&outside, fsroot.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), fsroot.join("file-link")).unwrap();
+        let fsroot_str = fsroot.to_str().unwrap().to_string();
+        let inside = |attack: &str, path: String| json!({"root": s.root(), "fsroot": fsroot_str, "attack": attack, "path": path});
+
+        // Inside: reads, writes and lists work, and the listing is the directory's.
+        let obj = s.hostile.object(
+            &inside("fs-read", format!("{fsroot_str}/inside.txt")),
+            &json!({}),
+        );
+        assert_eq!(obj.fingerprint(None).await.expect("read inside")["len"], 7);
+        let obj = s.hostile.object(
+            &inside("fs-write", format!("{fsroot_str}/new.txt")),
+            &json!({}),
+        );
+        obj.fingerprint(None).await.expect("write inside");
+        assert_eq!(
+            std::fs::read(fsroot.join("new.txt")).unwrap(),
+            b"written by a plugin"
+        );
+        let obj = s
+            .hostile
+            .object(&inside("fs-list", fsroot_str.clone()), &json!({}));
+        assert_eq!(
+            obj.fingerprint(None).await.expect("list inside")["names"],
+            json!(["file-link", "inside.txt", "link", "new.txt"])
+        );
+
+        // Outside: by path, through `..`, through either symlink, for reads,
+        // writes and listings alike.
+        let secret = outside.join("secret").to_str().unwrap().to_string();
+        for (attack, path) in [
+            ("fs-read", secret.clone()),
+            ("fs-read", format!("{fsroot_str}/../outside/secret")),
+            ("fs-read", format!("{fsroot_str}/link/secret")),
+            ("fs-read", format!("{fsroot_str}/file-link")),
+            ("fs-write", format!("{fsroot_str}/link/planted")),
+            ("fs-write", format!("{fsroot_str}/../planted")),
+            ("fs-list", format!("{fsroot_str}/link")),
+            ("fs-list", format!("{fsroot_str}/..")),
+            ("fs-list", "/".to_string()),
+            ("fs-read", "/etc/passwd".to_string()),
+        ] {
+            let err = contained(&s, inside(attack, path.clone())).await;
+            assert!(
+                matches!(err, BackendError::Backend(_)),
+                "{attack} {path}: {err:?}"
+            );
+            assert!(
+                err.to_string().contains("refused"),
+                "{attack} {path}: {err}"
+            );
+        }
+        assert!(!outside.join("planted").exists());
+        assert!(!s.dir.path().join("planted").exists());
+        assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"private");
+
+        // Without `fsroot` in the locator, nothing is preopened at all.
+        let mut bare = inside("fs-read", format!("{fsroot_str}/inside.txt"));
+        bare.as_object_mut().unwrap().remove("fsroot");
+        let err = contained(&s, bare).await;
+        assert!(err.to_string().contains("refused"), "{err}");
+    });
+}
+
+/// A plugin that does not export `describe-fs` gets no directory even when
+/// its locator holds a path under a key another plugin would call `fsroot`.
+#[test]
+fn a_plugin_without_describe_fs_gets_no_directory() {
+    block_on(async {
+        let rt = runtime();
+        let memory = rt
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        assert!(memory.filesystem_keys().is_empty());
+    });
+}
+
 #[test]
 fn an_endless_loop_is_stopped_at_the_deadline() {
     block_on(async {

@@ -16,7 +16,7 @@ use crate::json::canonical_json;
 pub use wit::{Descriptor, HistoryEntry, PinRef, VerifyReport, VerifyStatus};
 
 /// The contract version this SDK implements (`descriptor.abi`).
-pub const ABI_VERSION: &str = "0.1.1";
+pub const ABI_VERSION: &str = "0.1.2";
 
 /// The optional `describe-ext` interface (since 0.1.1): what a plugin says
 /// about itself beyond [`Descriptor`]. Exported only when `export!` names
@@ -26,6 +26,15 @@ pub trait DescribeExt: Backend {
     /// `[backends.<kind>]`, as dotted paths (`storage_options.region`); every
     /// other setting belongs in `.tether/secrets.toml`. Empty: none.
     fn config_keys(&self) -> Vec<String>;
+}
+
+/// The optional `describe-fs` interface (since 0.1.2): the real-filesystem
+/// grant. Exported only when `export!` names `describe_fs`.
+pub trait DescribeFs: Backend {
+    /// Locator keys naming local directories this plugin needs as a real,
+    /// read-write filesystem (`std::fs` on the locator's path works inside
+    /// that directory and nowhere else).
+    fn filesystem_keys(&self) -> Vec<String>;
 }
 
 /// Prefix of every native pin ref (`tether.<pin-id>`).

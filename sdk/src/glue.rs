@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 
 use serde_json::Value;
 
-use crate::backend::{Backend, DescribeExt, Expected, Handle, Target};
+use crate::backend::{Backend, DescribeExt, DescribeFs, Expected, Handle, Target};
 use crate::bindings::exports::tether::backend::backend::Guest as BackendGuest;
 use crate::bindings::tether::backend::types as wit;
 use crate::error::Result;
@@ -317,5 +317,13 @@ impl<B: DescribeExt, H: 'static>
 {
     fn config_keys() -> Vec<String> {
         with_backend(|b: &B| b.config_keys())
+    }
+}
+
+impl<B: DescribeFs, H: 'static>
+    crate::describe_fs_bindings::exports::tether::backend::describe_fs::Guest for Exported<B, H>
+{
+    fn filesystem_keys() -> Vec<String> {
+        with_backend(|b: &B| b.filesystem_keys())
     }
 }

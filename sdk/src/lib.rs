@@ -1,7 +1,7 @@
 //! # tether-sdk: write a tether storage backend
 //!
 //! A tether backend is a WebAssembly component (`wasm32-wasip2`) implementing
-//! the `tether:backend@0.1.1` contract in `wit/`. This crate turns that
+//! the `tether:backend@0.1.2` contract in `wit/`. This crate turns that
 //! contract into Rust: implement [`Backend`] (and, for the conformance suite,
 //! [`Harness`]), then call [`export!`] once.
 //!
@@ -150,12 +150,12 @@ pub mod harness_bindings {
         inline: "
             package tether-sdk:glue;
             world harness-only {
-                export tether:backend/harness@0.1.1;
+                export tether:backend/harness@0.1.2;
             }
         ",
         world: "tether-sdk:glue/harness-only",
         with: {
-            "tether:backend/types@0.1.1": crate::bindings::tether::backend::types,
+            "tether:backend/types@0.1.2": crate::bindings::tether::backend::types,
         },
         pub_export_macro: true,
         export_macro_name: "export_harness_only",
@@ -174,7 +174,7 @@ pub mod describe_ext_bindings {
         inline: "
             package tether-sdk:glue-ext;
             world describe-ext-only {
-                export tether:backend/describe-ext@0.1.1;
+                export tether:backend/describe-ext@0.1.2;
             }
         ",
         world: "tether-sdk:glue-ext/describe-ext-only",
@@ -184,9 +184,29 @@ pub mod describe_ext_bindings {
     });
 }
 
+/// Bindings for the optional `describe-fs` export alone (since 0.1.2), in a
+/// helper world like [`describe_ext_bindings`].
+#[doc(hidden)]
+pub mod describe_fs_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        inline: "
+            package tether-sdk:glue-fs;
+            world describe-fs-only {
+                export tether:backend/describe-fs@0.1.2;
+            }
+        ",
+        world: "tether-sdk:glue-fs/describe-fs-only",
+        pub_export_macro: true,
+        export_macro_name: "export_describe_fs_only",
+        default_bindings_module: "tether_sdk::describe_fs_bindings",
+    });
+}
+
 pub use backend::{
-    ABI_VERSION, Backend, DescribeExt, Descriptor, Expected, Handle, HistoryEntry, PIN_REF_PREFIX,
-    PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap, descriptor,
+    ABI_VERSION, Backend, DescribeExt, DescribeFs, Descriptor, Expected, Handle, HistoryEntry,
+    PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap,
+    descriptor,
 };
 pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
 pub use error::{Error, Result};
@@ -208,6 +228,8 @@ pub mod __private {
 /// // Either, plus the optional `describe-ext` (MyBackend: DescribeExt):
 /// tether_sdk::export!(MyBackend, describe_ext);
 /// tether_sdk::export!(MyBackend, harness: MyHarness, describe_ext);
+/// // Plus the filesystem grant `describe-fs` (MyBackend: DescribeFs):
+/// tether_sdk::export!(MyBackend, harness: MyHarness, describe_ext, describe_fs);
 /// ```
 #[macro_export]
 macro_rules! export {
@@ -235,6 +257,18 @@ macro_rules! export {
         $crate::export!($backend, harness: $harness);
         $crate::describe_ext_bindings::export_describe_ext_only!(
             __TetherExported with_types_in $crate::describe_ext_bindings
+        );
+    };
+    ($backend:ty, describe_ext, describe_fs $(,)?) => {
+        $crate::export!($backend, describe_ext);
+        $crate::describe_fs_bindings::export_describe_fs_only!(
+            __TetherExported with_types_in $crate::describe_fs_bindings
+        );
+    };
+    ($backend:ty, harness: $harness:ty, describe_ext, describe_fs $(,)?) => {
+        $crate::export!($backend, harness: $harness, describe_ext);
+        $crate::describe_fs_bindings::export_describe_fs_only!(
+            __TetherExported with_types_in $crate::describe_fs_bindings
         );
     };
 }

@@ -8,7 +8,9 @@
 //! URIs the caller grants explicitly, as the conformance harness does); the
 //! `tree` grants likewise are the local paths under its tree keys, and the
 //! hash cache is the dataset's when the engine names it
-//! ([`ObjectClient::with_hash_cache`]).
+//! ([`ObjectClient::with_hash_cache`]). A plugin that exports `describe-fs`
+//! also gets the local directories under its filesystem keys preopened
+//! (and the harness's scratch path); no other plugin gets any.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use serde_json::Value;
 use super::bindings::backend_iface;
 use super::bindings::types as wit;
 use super::error::BackendError;
-use super::host::CallState;
+use super::host::{CallState, Preopens};
 use super::runtime::Plugin;
 use super::storage::Grants;
 use super::tree::{Tree, TreeGrants};
@@ -86,7 +88,17 @@ pub struct ObjectClient {
     config: String,
     grants: Vec<String>,
     tree_grants: Vec<String>,
+    /// Local directories preopened for each call (`describe-fs`).
+    fs_grants: Vec<String>,
     hash_cache: Option<PathBuf>,
+}
+
+/// What one call may reach besides `tree`: storage URIs and directories to
+/// preopen.
+#[derive(Debug, Clone, Default)]
+struct Access {
+    storage: Vec<String>,
+    fs: Vec<String>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -115,6 +127,7 @@ impl Plugin {
             // Local paths only: `TreeGrants` grants nothing for a relative
             // path or a URL, so a request for one is refused.
             tree_grants: values(&self.descriptor().tree_keys),
+            fs_grants: values(self.filesystem_keys()),
             hash_cache: None,
         }
     }
@@ -154,7 +167,7 @@ impl HarnessClient {
             &self.plugin,
             &self.config,
             "{}",
-            vec![self.scratch.clone()],
+            self.access(),
             self.scratch_tree(),
             Call::HarnessNewObject(self.scratch.clone()),
         )
@@ -172,7 +185,7 @@ impl HarnessClient {
             &self.plugin,
             &self.config,
             &json_in(locator),
-            vec![self.scratch.clone()],
+            self.access(),
             self.scratch_tree(),
             Call::HarnessMutate(working_ref.map(str::to_string)),
         )
@@ -186,7 +199,7 @@ impl HarnessClient {
             &self.plugin,
             &self.config,
             "{}",
-            vec![self.scratch.clone()],
+            self.access(),
             self.scratch_tree(),
             Call::HarnessFreshLocator(self.scratch.clone()),
         )
@@ -203,7 +216,24 @@ impl HarnessClient {
         client.config = self.config.clone();
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
+        if !self.plugin.filesystem_keys().is_empty() {
+            client.fs_grants.push(self.scratch.clone());
+        }
         client
+    }
+
+    /// The scratch URI as a storage grant, and as a preopened directory for
+    /// a plugin that works on a real filesystem.
+    fn access(&self) -> Access {
+        let fs = if self.plugin.filesystem_keys().is_empty() {
+            Vec::new()
+        } else {
+            vec![self.scratch.clone()]
+        };
+        Access {
+            storage: vec![self.scratch.clone()],
+            fs,
+        }
     }
 
     /// The scratch URI as a `tree` grant too (when it is a local path).
@@ -259,13 +289,20 @@ impl ObjectClient {
         )
     }
 
+    fn access(&self) -> Access {
+        Access {
+            storage: self.grants.clone(),
+            fs: self.fs_grants.clone(),
+        }
+    }
+
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
         let tree = self.tree();
         run(
             &self.plugin,
             &self.config,
             &self.locator,
-            self.grants.clone(),
+            self.access(),
             tree,
             call,
         )
@@ -333,7 +370,7 @@ impl ObjectClient {
             &self.plugin,
             &self.config,
             &self.locator,
-            self.grants.clone(),
+            self.access(),
             tree,
             calls,
         )
@@ -541,7 +578,7 @@ async fn run(
     plugin: &Plugin,
     config: &str,
     locator: &str,
-    grants: Vec<String>,
+    grants: Access,
     tree: Tree,
     call: Call,
 ) -> Result<Reply, BackendError> {
@@ -558,7 +595,7 @@ async fn run_batch(
     plugin: &Plugin,
     config: &str,
     locator: &str,
-    grants: Vec<String>,
+    grants: Access,
     tree: Tree,
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
@@ -587,11 +624,58 @@ async fn run_inner_batch(
     plugin: &Plugin,
     config: &str,
     locator: &str,
-    grants: Vec<String>,
+    grants: Access,
     tree: Tree,
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
-    let (mut store, instance) = plugin.instantiate(Grants::new(grants)).await?;
+    // Only `create` and the harness may bring a missing directory into being
+    // (an empty one, removed again when the call fails); every other call
+    // on a missing directory gets no preopen and finds nothing.
+    let create_missing = calls.iter().any(|c| {
+        matches!(
+            c,
+            Call::Create(_)
+                | Call::HarnessNewObject(_)
+                | Call::HarnessMutate(_)
+                | Call::HarnessFreshLocator(_)
+        )
+    });
+    let (preopens, created) =
+        Preopens::for_paths(&grants.fs, create_missing).map_err(BackendError::Denied)?;
+    let result = run_instance(
+        plugin,
+        config,
+        locator,
+        grants.storage,
+        preopens,
+        tree,
+        calls,
+    )
+    .await;
+    let failed = match &result {
+        Ok(replies) => replies.iter().any(Result::is_err),
+        Err(_) => true,
+    };
+    if failed {
+        for dir in created.iter().rev() {
+            // Only an empty directory goes: whatever the plugin wrote stays
+            // for the user to see.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    result
+}
+
+async fn run_instance(
+    plugin: &Plugin,
+    config: &str,
+    locator: &str,
+    grants: Vec<String>,
+    preopens: Preopens,
+    tree: Tree,
+    calls: Vec<Call>,
+) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
+    let (mut store, instance) = plugin.instantiate(Grants::new(grants), preopens).await?;
     store.data_mut().set_tree(tree);
     let s = &mut store;
     let backend = plugin

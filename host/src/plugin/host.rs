@@ -3,16 +3,19 @@
 //!
 //! Every call gets a fresh [`CallState`]: its storage grants come from the
 //! object's locator (the keys the plugin's descriptor names as storage keys),
-//! never from the plugin. WASI is linked with nothing granted: no preopened
-//! directory, no environment, no sockets, stdout discarded, stderr captured so
-//! a crash can be reported with what the plugin printed.
+//! never from the plugin. WASI is linked with nothing granted: no environment,
+//! no sockets, stdout discarded, stderr captured so a crash can be reported
+//! with what the plugin printed; and no preopened directory, except for a
+//! plugin that exports `describe-fs` (since 0.1.2), which gets exactly the
+//! directories its locator names under those keys ([`Preopens`]).
 
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::tether::backend::{log, storage, tree, types};
 use super::storage::{self as cap, Bucket, Grants};
@@ -59,6 +62,88 @@ impl ResourceLimiter for Limiter {
     }
 }
 
+/// The directories one call gets as a real filesystem (`describe-fs`): each
+/// one the host directory, resolved (symlinks followed), and the path the
+/// plugin sees it under (the locator's own absolute spelling, lexically
+/// normalized). Inside, wasmtime-wasi resolves every path through `cap-std`,
+/// so neither `..` nor a symlink leads out of the directory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Preopens {
+    dirs: Vec<(PathBuf, String)>,
+}
+
+impl Preopens {
+    /// No directory at all: what every plugin without `describe-fs` gets.
+    pub(crate) fn none() -> Self {
+        Preopens::default()
+    }
+
+    /// The directories named by `paths` (locator values or a harness's scratch
+    /// path). A relative path, a URL or an empty value grants nothing. A
+    /// missing directory grants nothing either, unless `create_missing` (the
+    /// `create` call and the harness's scratch), when it is created first and
+    /// returned in the second list so a failed call can remove it again.
+    pub(crate) fn for_paths(
+        paths: &[String],
+        create_missing: bool,
+    ) -> Result<(Self, Vec<PathBuf>), String> {
+        let mut dirs = Vec::new();
+        let mut created = Vec::new();
+        for raw in paths {
+            let Some(guest) = normalize_absolute(raw) else {
+                continue;
+            };
+            let path = Path::new(&guest);
+            if !path.exists() {
+                if !create_missing {
+                    continue;
+                }
+                std::fs::create_dir_all(path)
+                    .map_err(|e| format!("cannot create directory {guest}: {e}"))?;
+                created.push(path.to_path_buf());
+            }
+            let host = path
+                .canonicalize()
+                .map_err(|e| format!("cannot resolve {guest}: {e}"))?;
+            if !host.is_dir() {
+                // A file is no directory to work in; the plugin reports it
+                // missing when it looks.
+                continue;
+            }
+            if !dirs.iter().any(|(_, g)| g == &guest) {
+                dirs.push((host, guest));
+            }
+        }
+        Ok((Preopens { dirs }, created))
+    }
+
+    /// The preopened directories as (resolved host path, guest path).
+    #[cfg(test)]
+    pub(crate) fn dirs(&self) -> &[(PathBuf, String)] {
+        &self.dirs
+    }
+}
+
+/// `raw` as a lexically normalized absolute path (`.`, `..`, doubled and
+/// trailing slashes gone), or `None` when it is not an absolute local path.
+fn normalize_absolute(raw: &str) -> Option<String> {
+    let path = Path::new(raw);
+    if raw.contains("://") || !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    out.to_str().map(str::to_string)
+}
+
 /// Everything one plugin call can reach.
 pub struct CallState {
     wasi: WasiCtx,
@@ -73,10 +158,22 @@ pub struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(kind: Arc<str>, grants: Grants, max_memory: usize) -> Self {
+    pub(crate) fn new(
+        kind: Arc<str>,
+        grants: Grants,
+        preopens: &Preopens,
+        max_memory: usize,
+    ) -> Result<Self, String> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
-        CallState {
+        let mut builder = WasiCtx::builder();
+        builder.stderr(stderr.clone());
+        for (host, guest) in &preopens.dirs {
+            builder
+                .preopened_dir(host, guest, FsPerms::ReadWrite)
+                .map_err(|e| format!("cannot open directory {guest} for the plugin: {e:#}"))?;
+        }
+        let wasi = builder.build();
+        Ok(CallState {
             wasi,
             table: ResourceTable::new(),
             limiter: Limiter {
@@ -87,7 +184,7 @@ impl CallState {
             tree: Tree::default(),
             kind,
             stderr,
-        }
+        })
     }
 
     /// Grant the call its `tree` capability (none until this is called).
@@ -387,5 +484,44 @@ impl tree::Host for CallState {
     async fn remove_empty_dir(&mut self, path: String) -> TreeResult<bool> {
         let (t, kind) = self.tree_parts();
         tree_op(t, kind, move |t| t.remove_empty_dir(&path)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Preopens;
+
+    #[test]
+    fn preopens_are_resolved_absolute_directories_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        std::fs::write(tmp.path().join("file"), b"x").unwrap();
+        let t = tmp.path().to_str().unwrap();
+        let paths = [
+            format!("{t}/link/"),
+            format!("{t}/real/../link"),
+            "relative/dir".to_string(),
+            format!("file://{t}/real"),
+            format!("{t}/file"),
+            format!("{t}/missing"),
+            String::new(),
+        ];
+        let (preopens, created) = Preopens::for_paths(&paths, false).unwrap();
+        assert!(created.is_empty());
+        // One directory: the symlink resolved on the host side, the locator's
+        // spelling (normalized) on the guest side; the two spellings that
+        // normalize alike are one preopen.
+        assert_eq!(
+            preopens.dirs(),
+            [(real.canonicalize().unwrap(), format!("{t}/link"))]
+        );
+        assert!(!tmp.path().join("missing").exists());
+
+        let (preopens, created) = Preopens::for_paths(&[format!("{t}/missing")], true).unwrap();
+        assert_eq!(created, [tmp.path().join("missing")]);
+        assert_eq!(preopens.dirs().len(), 1);
+        assert!(tmp.path().join("missing").is_dir());
     }
 }

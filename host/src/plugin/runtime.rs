@@ -15,10 +15,12 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
-use super::bindings::{BackendPluginFull, backend_iface, describe_ext_iface, harness_iface};
+use super::bindings::{
+    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, harness_iface,
+};
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
-use super::host::CallState;
+use super::host::{CallState, Preopens};
 use super::storage::Grants;
 use super::types::{Descriptor, HOST_ABI};
 
@@ -121,6 +123,9 @@ pub struct Plugin {
     pub(crate) harness: Option<harness_iface::GuestIndices>,
     /// `describe-ext` (since 0.1.1), absent from older plugins.
     describe_ext: Option<describe_ext_iface::GuestIndices>,
+    /// Locator keys naming directories to preopen (`describe-fs`, since
+    /// 0.1.2); empty for a plugin without it, which gets no directory.
+    filesystem_keys: Vec<String>,
     pub(crate) kind: Arc<str>,
     descriptor: Descriptor,
     digest: String,
@@ -256,12 +261,14 @@ impl Runtime {
         // plugin exporting it with the wrong shape loses it too, rather than
         // failing to load, since nothing it exports is required.
         let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
+        let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
         let mut plugin = Plugin {
             shared: self.shared.clone(),
             pre,
             backend,
             harness,
             describe_ext,
+            filesystem_keys: Vec::new(),
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
             digest: format!("sha256:{digest_hex}"),
@@ -284,6 +291,17 @@ impl Runtime {
                 super::cache::write_descriptor(&shared.config.cache_root, &digest_hex, &descriptor)
         {
             tracing::debug!("could not cache the descriptor of {source_name}: {e}");
+        }
+        // Asked once at load: every call's preopens depend on it.
+        if let Some(indices) = &describe_fs {
+            plugin.filesystem_keys =
+                plugin
+                    .filesystem_keys_raw(indices)
+                    .await
+                    .map_err(|e| PluginError::Describe {
+                        source_name: source_name.clone(),
+                        detail: e.to_string(),
+                    })?;
         }
         plugin.kind = Arc::from(descriptor.kind.as_str());
         plugin.descriptor = descriptor;
@@ -322,7 +340,9 @@ impl Plugin {
         let Some(indices) = &self.describe_ext else {
             return Ok(None);
         };
-        let (mut store, instance) = self.instantiate(Grants::new(Vec::<String>::new())).await?;
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
         let ext = indices
             .load(&mut store, &instance)
             .map_err(|e| self.fault(e, &store))?;
@@ -333,8 +353,31 @@ impl Plugin {
         Ok(Some(keys))
     }
 
+    /// Locator keys whose directories this plugin gets as a real filesystem
+    /// (`describe-fs`, since 0.1.2); empty when it does not export it.
+    pub fn filesystem_keys(&self) -> &[String] {
+        &self.filesystem_keys
+    }
+
+    async fn filesystem_keys_raw(
+        &self,
+        indices: &describe_fs_iface::GuestIndices,
+    ) -> Result<Vec<String>, BackendError> {
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
+        let ext = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        ext.call_filesystem_keys(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))
+    }
+
     async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
-        let (mut store, instance) = self.instantiate(Grants::new(Vec::<String>::new())).await?;
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
         let guest = self
             .backend
             .load(&mut store, &instance)
@@ -346,10 +389,12 @@ impl Plugin {
         Ok(d.into())
     }
 
-    /// A fresh store and instance for one call, with these storage grants.
+    /// A fresh store and instance for one call, with these storage grants
+    /// and preopened directories.
     pub(crate) async fn instantiate(
         &self,
         grants: Grants,
+        preopens: Preopens,
     ) -> Result<(Store<CallState>, wasmtime::component::Instance), BackendError> {
         let config = &self.shared.config;
         let kind = if self.kind.is_empty() {
@@ -359,7 +404,8 @@ impl Plugin {
         };
         let mut store = Store::new(
             &self.shared.engine,
-            CallState::new(kind, grants, config.memory_limit),
+            CallState::new(kind, grants, &preopens, config.memory_limit)
+                .map_err(BackendError::Denied)?,
         );
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(self.deadline_ticks());
@@ -489,7 +535,7 @@ fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
 }
 
 /// Same rule as wasmtime's linker and export lookup: `0.minor` versions are
-/// compatible across patches (a 0.1.0 plugin on this 0.1.1 host, and a 0.1.2
+/// compatible across patches (a 0.1.0 plugin on this 0.1.2 host, and a 0.1.3
 /// one too: whatever it adds is optional), other minors and majors are not.
 fn abi_compatible(abi: &str) -> bool {
     let parts = |v: &str| -> Option<(u64, u64)> {

@@ -11,7 +11,7 @@ use crate::model::canonical;
 
 /// The contract version this host implements. It serves plugins built against
 /// any `0.1.x` (wasmtime links `0.1.x` names as one track), and refuses others.
-pub const HOST_ABI: &str = "0.1.1";
+pub const HOST_ABI: &str = "0.1.2";
 
 /// A native ref pinning a state (`tether.<pin_id>` or a later generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,6 +10,9 @@
 //! | `read-host-file` | `std::fs::read(path)` with no directory preopened |
 //! | `open-ungranted` | open storage URI `target`, which no locator key names |
 //! | `symlink-escape` | read `key` from the granted `root` (a symlink inside points out) |
+//! | `fs-read` | `std::fs::read(path)`, with the directory under `fsroot` preopened |
+//! | `fs-write` | `std::fs::write(path, ..)`, likewise |
+//! | `fs-list` | `std::fs::read_dir(path)`, likewise: the names it sees |
 //! | `loop` | spin forever (the deadline must trap it) |
 //! | `oom` | allocate and touch 16 MiB blocks until allocation fails |
 //! | `panic` | panic |
@@ -17,7 +20,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_sdk::storage::Bucket;
-use tether_sdk::{Backend, Descriptor, Error, Result, cap, descriptor};
+use tether_sdk::{Backend, DescribeExt, DescribeFs, Descriptor, Error, Result, cap, descriptor};
 
 #[derive(Deserialize)]
 struct Locator {
@@ -29,6 +32,10 @@ struct Locator {
     target: String,
     #[serde(default)]
     key: String,
+}
+
+fn fs_refused(what: &str, path: &str, e: std::io::Error) -> Error {
+    Error::backend(format!("{what} {path} was refused: {e}"))
 }
 
 #[derive(Default)]
@@ -57,6 +64,26 @@ impl Backend for Hostile {
                     "reading {} was refused: {e}",
                     loc.path
                 ))),
+            },
+            // Through the `describe-fs` grant: a real directory at `fsroot`.
+            "fs-read" => match std::fs::read(&loc.path) {
+                Ok(bytes) => Ok(json!({ "escaped": true, "len": bytes.len() })),
+                Err(e) => Err(fs_refused("reading", &loc.path, e)),
+            },
+            "fs-write" => match std::fs::write(&loc.path, b"written by a plugin") {
+                Ok(()) => Ok(json!({ "escaped": true })),
+                Err(e) => Err(fs_refused("writing", &loc.path, e)),
+            },
+            "fs-list" => match std::fs::read_dir(&loc.path) {
+                Ok(entries) => {
+                    let mut names: Vec<String> = entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect();
+                    names.sort();
+                    Ok(json!({ "escaped": true, "names": names }))
+                }
+                Err(e) => Err(fs_refused("listing", &loc.path, e)),
             },
             "open-ungranted" => {
                 Bucket::open(&loc.target)?;
@@ -87,4 +114,16 @@ impl Backend for Hostile {
     }
 }
 
-tether_sdk::export!(Hostile);
+impl DescribeExt for Hostile {
+    fn config_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl DescribeFs for Hostile {
+    fn filesystem_keys(&self) -> Vec<String> {
+        vec!["fsroot".into()]
+    }
+}
+
+tether_sdk::export!(Hostile, describe_ext, describe_fs);
