@@ -1,0 +1,296 @@
+//! Opening a repository at the locator's `path` (the directory the host
+//! preopened) and naming what the locator points at.
+
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tether_sdk::{Error, Result};
+
+use crate::refs::{RefValue, Refs};
+
+/// The committer and author of every commit tether writes (merge commits,
+/// the harness's commits); fixed so a repository's config decides nothing.
+pub const SIGNATURE_NAME: &str = "tether";
+pub const SIGNATURE_EMAIL: &str = "tether@localhost";
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Locator {
+    /// The repository; `uri` (what `tether add`'s positional locator fills)
+    /// is an alias.
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    uri: Option<String>,
+    #[serde(rename = "ref", default)]
+    pub ref_: Option<String>,
+    /// The initial position (`tether add --at`): an alias of `ref`.
+    #[serde(default)]
+    pub at: Option<String>,
+    #[serde(default)]
+    pub remote: Option<String>,
+    #[serde(default)]
+    pub allow_dirty: Option<Value>,
+}
+
+impl Locator {
+    pub fn parse(locator: &Value) -> Result<Locator> {
+        let mut loc: Locator = tether_sdk::locator(locator)?;
+        if loc.path.is_empty() {
+            loc.path = loc.uri.take().unwrap_or_default();
+        }
+        if loc.path.is_empty() {
+            return Err(Error::invalid(
+                "a git object needs `path`, the repository's directory: \
+                 `tether add KEY --kind git PATH`",
+            ));
+        }
+        if !loc.path.starts_with('/') {
+            return Err(Error::invalid(format!(
+                "git `path` must be an absolute local path, not {:?} (tether stores it \
+                 absolute at `add`)",
+                loc.path
+            )));
+        }
+        if let Some(remote) = &loc.remote
+            && !remote.is_empty()
+        {
+            return Err(Error::Capability(format!(
+                "git `remote` ({remote}) is not supported by this build: pins stay local. \
+                 Remove `remote` from the locator, and push `tether.*` tags with git yourself"
+            )));
+        }
+        Ok(loc)
+    }
+
+    /// The ref the base stands for: `at`, else `ref`, else `HEAD`.
+    pub fn base_ref(&self) -> &str {
+        self.at
+            .as_deref()
+            .or(self.ref_.as_deref())
+            .filter(|r| !r.is_empty())
+            .unwrap_or("HEAD")
+    }
+
+    pub fn allow_dirty(&self) -> bool {
+        match &self.allow_dirty {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => matches!(s.as_str(), "true" | "1" | "yes"),
+            _ => false,
+        }
+    }
+}
+
+/// An open repository.
+pub struct Repo {
+    pub loc: Locator,
+    /// The worktree root (`None` for a bare repository).
+    pub worktree: Option<PathBuf>,
+    /// Where `refs/`, `objects/` and `packed-refs` live.
+    pub git_dir: PathBuf,
+    pub refs: Refs,
+    pub gix: gix::Repository,
+}
+
+/// gix options that read only the repository's own config (no system or
+/// global files, no environment, which may try to run `git`), with a fixed
+/// identity.
+fn open_options() -> gix::open::Options {
+    gix::open::Options::isolated().config_overrides([
+        format!("user.name={SIGNATURE_NAME}"),
+        format!("user.email={SIGNATURE_EMAIL}"),
+        format!("committer.name={SIGNATURE_NAME}"),
+        format!("committer.email={SIGNATURE_EMAIL}"),
+        // Nothing a repository's config says may run (nothing can spawn under
+        // WASI anyway): no fsmonitor, and no external diff or merge drivers.
+        "core.fsmonitor=false".to_string(),
+    ])
+}
+
+/// The git directory of `path`: `path/.git` (a directory), or `path` itself
+/// when it is a bare repository.
+pub fn git_dir_of(path: &Path) -> Option<(PathBuf, bool)> {
+    let dot_git = path.join(".git");
+    if dot_git.is_dir() {
+        return Some((dot_git, false));
+    }
+    if path.join("HEAD").is_file() && path.join("objects").is_dir() && path.join("refs").is_dir() {
+        return Some((path.to_path_buf(), true));
+    }
+    None
+}
+
+impl Repo {
+    pub fn open(locator: &Value) -> Result<Repo> {
+        let loc = Locator::parse(locator)?;
+        let path = PathBuf::from(&loc.path);
+        if path.join(".git").is_file() {
+            return Err(Error::Capability(format!(
+                "{} is a linked worktree (its .git is a file pointing elsewhere); add the \
+                 main checkout instead",
+                loc.path
+            )));
+        }
+        let Some((git_dir, bare)) = git_dir_of(&path) else {
+            return Err(Error::not_found(format!(
+                "{} is not a git repository (no .git directory there)",
+                loc.path
+            )));
+        };
+        let gix = gix::open_opts(&git_dir, open_options()).map_err(|e| {
+            Error::backend(format!(
+                "cannot open the git repository at {}: {e}",
+                loc.path
+            ))
+        })?;
+        Ok(Repo {
+            worktree: (!bare).then_some(path),
+            refs: Refs::new(&git_dir),
+            git_dir,
+            gix,
+            loc,
+        })
+    }
+
+    pub fn objects_dir(&self) -> PathBuf {
+        self.git_dir.join("objects")
+    }
+
+    /// The full ref name of a branch (`main` → `refs/heads/main`).
+    pub fn branch_ref(name: &str) -> String {
+        if name.starts_with("refs/") {
+            name.to_string()
+        } else {
+            format!("refs/heads/{name}")
+        }
+    }
+
+    /// The full ref name of a pin tag.
+    pub fn tag_ref(name: &str) -> String {
+        if name.starts_with("refs/") {
+            name.to_string()
+        } else {
+            format!("refs/tags/{name}")
+        }
+    }
+
+    /// The branch the base stands for, as a full ref name; `Err` with the
+    /// spec's sentence for a detached `HEAD`, or when `ref` names no branch.
+    pub fn base_branch(&self) -> Result<String> {
+        let base = self.loc.base_ref();
+        if base == "HEAD" {
+            return match self.refs.read("HEAD")? {
+                Some(RefValue::Symbolic(target)) => Ok(target),
+                _ => Err(Error::Capability(format!(
+                    "{}: HEAD is detached (a colocated jj checkout always is), so there is no \
+                     branch to move: set the locator's `ref` to the branch name",
+                    self.loc.path
+                ))),
+            };
+        }
+        let full = Self::branch_ref(base);
+        if full.starts_with("refs/heads/") && self.refs.read(&full)?.is_some() {
+            Ok(full)
+        } else {
+            Err(Error::Capability(format!(
+                "{}: `ref` {base} is not a branch, so promote and merge have nothing to move: \
+                 set `ref` to a branch name",
+                self.loc.path
+            )))
+        }
+    }
+
+    /// The commit the base is at.
+    pub fn base_head(&self) -> Result<ObjectId> {
+        let base = self.loc.base_ref();
+        if base == "HEAD" {
+            return self.refs.resolve("HEAD")?.ok_or_else(|| {
+                Error::not_found(format!("{}: HEAD names no commit yet", self.loc.path))
+            });
+        }
+        self.rev(base)
+    }
+
+    /// Any commit-ish: a full ref, a branch, a tag, a sha.
+    pub fn rev(&self, spec: &str) -> Result<ObjectId> {
+        for name in [
+            spec.to_string(),
+            Self::branch_ref(spec),
+            Self::tag_ref(spec),
+        ] {
+            if (name.starts_with("refs/") || name == "HEAD")
+                && let Some(id) = self.refs.resolve(&name)?
+            {
+                return self.peel_to_commit(id);
+            }
+        }
+        let id = self
+            .gix
+            .rev_parse_single(spec)
+            .map_err(|e| Error::not_found(format!("{}: no commit {spec:?}: {e}", self.loc.path)))?;
+        self.peel_to_commit(id.detach())
+    }
+
+    pub fn peel_to_commit(&self, id: ObjectId) -> Result<ObjectId> {
+        let object = self.gix.find_object(id).map_err(|e| {
+            Error::not_found(format!("{}: object {id} is missing: {e}", self.loc.path))
+        })?;
+        let commit = object
+            .peel_to_commit()
+            .map_err(|e| Error::backend(format!("{}: {id} is not a commit: {e}", self.loc.path)))?;
+        Ok(commit.id)
+    }
+
+    /// Whether the commit exists in the object database.
+    pub fn has_commit(&self, id: ObjectId) -> bool {
+        self.gix.find_commit(id).is_ok()
+    }
+
+    /// Whether `ancestor` is in `descendant`'s history (or equal).
+    pub fn is_ancestor(&self, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        let base = self
+            .gix
+            .merge_base(ancestor, descendant)
+            .map_err(|e| Error::backend(format!("{}: merge-base failed: {e}", self.loc.path)))?;
+        Ok(base.is_some_and(|b| b.detach() == ancestor))
+    }
+
+    /// The branch (full name) checked out in any worktree, if `full` is, with
+    /// where.
+    pub fn checked_out_where(&self, full: &str) -> Result<Option<String>> {
+        Ok(self
+            .refs
+            .checked_out(self.worktree.is_none())?
+            .into_iter()
+            .find(|(branch, _)| branch == full)
+            .map(|(_, place)| place))
+    }
+
+    /// Whether `full` is the branch checked out in the main worktree at `path`.
+    pub fn is_main_checkout(&self, full: &str) -> Result<bool> {
+        Ok(self.worktree.is_some() && self.refs.head_branch()?.as_deref() == Some(full))
+    }
+}
+
+/// A state: `{"sha": ...}`, plus `dirty` when computed.
+pub fn state_json(sha: ObjectId, dirty: Option<bool>) -> Value {
+    match dirty {
+        Some(dirty) => json!({ "sha": sha.to_string(), "dirty": dirty }),
+        None => json!({ "sha": sha.to_string() }),
+    }
+}
+
+#[derive(Deserialize)]
+struct State {
+    sha: String,
+}
+
+pub fn state_sha(state: &Value) -> Result<ObjectId> {
+    let s: State = tether_sdk::state(state)?;
+    ObjectId::from_hex(s.sha.as_bytes())
+        .map_err(|e| Error::invalid(format!("state sha {:?} is not a git object id: {e}", s.sha)))
+}
