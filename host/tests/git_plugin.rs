@@ -551,47 +551,79 @@ fn create_makes_the_same_root_commit_every_time_with_the_owner_in_git_config() {
 }
 
 /// The code story of spec/06: `tether add code --kind git ../code`, commit
-/// (the pin is a tag git lists), a code commit, commit, `diff --content`.
+/// (the pin is a tag git lists), a bookmark, a code commit on its fork,
+/// commit, `diff --content` with line counts, promote (main fast-forwards in
+/// the code repository and its checkout follows).
 #[test]
-fn tether_add_commit_and_diff_content_on_a_git_object() {
+fn the_code_story_add_commit_bookmark_diff_and_promote() {
     let d = Dataset::init();
     let code = d.tmp().join("code");
-    let git = |args: &[&str]| d.command("git", &code).args(args).output().unwrap();
+    let git = |args: &[&str]| -> String {
+        let out = d.command("git", &code).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {}: {}",
+            args.join(" "),
+            describe(&out)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
     let out = d
         .command("git", d.tmp())
         .args(["init", "-q", "-b", "main", "code"])
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", describe(&out));
     std::fs::write(code.join("main.py"), "x = 1\nprint(x)\n").unwrap();
-    assert!(git(&["add", "-A"]).status.success());
-    assert!(git(&["commit", "-q", "-m", "analysis"]).status.success());
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "analysis"]);
 
     assert_eq!(
         d.ok(&["add", "code", "--kind", "git", "../code"]),
         "added code [git]\n"
     );
+    let locator = &d.manifest("code")["locator"];
+    assert_eq!(
+        locator["uri"].as_str(),
+        Some(code.canonicalize().unwrap().to_str().unwrap()),
+        "stored absolute"
+    );
     let out = d.ok(&["commit", "-m", "with code"]);
     let c1 = d.rev("HEAD");
-    let tags = String::from_utf8(git(&["tag", "-l", "tether.*"]).stdout).unwrap();
-    let tags = lines(&tags);
+    let tags = lines(&git(&["tag", "-l", "tether.*"]));
     assert_eq!(tags.len(), 1, "{out}");
     assert!(
         out.contains(&format!("pinned code -> {}", tags[0])),
         "{out}"
     );
-    let head = String::from_utf8(git(&["rev-parse", "HEAD"]).stdout).unwrap();
-    let tagged = String::from_utf8(git(&["rev-parse", &tags[0]]).stdout).unwrap();
-    assert_eq!(tagged, head);
+    assert_eq!(git(&["rev-parse", &tags[0]]), git(&["rev-parse", "HEAD"]));
 
-    std::fs::write(code.join("main.py"), "x = 2\nprint(x)\n").unwrap();
-    assert!(git(&["commit", "-q", "-am", "x = 2"]).status.success());
-    d.ok(&["commit", "-m", "new code"]);
-    let c2 = d.rev("HEAD");
+    // A bookmark: the code's fork is a branch at the pinned sha.
+    let wr = d.working_ref("relabel");
+    let out = d.ok(&["new", "-b", "relabel", "--eager"]);
+    assert!(out.contains(&format!("code -> {wr}")), "{out}");
+    assert_eq!(git(&["rev-parse", &wr]), git(&["rev-parse", &tags[0]]));
     assert_eq!(
-        lines(&String::from_utf8(git(&["tag", "-l", "tether.*"]).stdout).unwrap()).len(),
-        2
+        lines(&git(&["branch", "--format=%(refname:short)"])),
+        ["main".to_string(), wr.clone()]
     );
+
+    // A code commit on the fork, then a dataset commit pins it.
+    git(&["checkout", "-q", &wr]);
+    std::fs::write(code.join("main.py"), "x = 2\nprint(x)\n").unwrap();
+    git(&["commit", "-q", "-am", "x = 2"]);
+    let fork_head = git(&["rev-parse", "HEAD"]);
+    git(&["checkout", "-q", "main"]);
+    let out = d.ok(&["commit", "-m", "relabel code"]);
+    assert!(out.contains("pinned code -> "), "{out}");
+    let c2 = d.rev("HEAD");
+    let tags = lines(&git(&["tag", "-l", "tether.*"]));
+    assert_eq!(tags.len(), 2, "{tags:?}");
+    assert!(
+        tags.iter().any(|t| git(&["rev-parse", t]) == fork_head),
+        "the new pin is at the fork's head: {tags:?}"
+    );
+
     let diff = d.ok(&["diff", &c1[..12], &c2[..12], "--content"]);
     let ls = lines(&diff);
     assert!(
@@ -603,10 +635,20 @@ fn tether_add_commit_and_diff_content_on_a_git_object() {
         ls.iter().any(|l| l.trim() == "modified main.py +1 -1"),
         "{diff}"
     );
-    let fsck = git(&["fsck", "--strict", "--no-dangling"]);
-    assert!(
-        fsck.status.success() && fsck.stdout.is_empty(),
-        "{}",
-        describe(&fsck)
+
+    // Promote: main fast-forwards to the fork in the code repository, and
+    // the checkout (on main) follows.
+    let out = d.ok(&["promote"]);
+    assert!(out.contains("code"), "{out}");
+    assert_eq!(git(&["rev-parse", "main"]), fork_head);
+    assert_eq!(
+        std::fs::read_to_string(code.join("main.py")).unwrap(),
+        "x = 2\nprint(x)\n"
     );
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        lines(&git(&["log", "--graph", "--format=%s", "main"])),
+        ["* x = 2", "* analysis"]
+    );
+    assert_eq!(git(&["fsck", "--strict", "--no-dangling"]), "");
 }
