@@ -702,3 +702,30 @@ fn undo_of_restore_reports_a_reset_branch_and_deletes_a_created_one() {
     let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
     assert!(ws["working_refs"].get("zarr/imaging").is_none(), "{ws}");
 }
+
+/// spec/06, "Undo": an undone commit leaves its manifests as edits, and
+/// committing again records them (the pins were never released); a removed
+/// object is committed the same way.
+#[test]
+fn commit_again_after_undo_and_after_remove() {
+    let d = support::Dataset::init();
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "adopt"]);
+    img.write(serde_json::json!({"v": 2}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+    let v2 = d.rev("HEAD");
+    d.ok(&["undo"]);
+    assert_ne!(d.rev("HEAD"), v2, "uncommitted");
+    let out = d.ok(&["commit", "-m", "v2 again"]);
+    assert!(out.contains("committed"), "{out}");
+    assert_eq!(
+        d.git(&["show", "HEAD:.tether/objects/img.toml"]),
+        d.git(&["show", &format!("{v2}:.tether/objects/img.toml")]),
+        "the same manifest, committed again"
+    );
+    d.ok(&["remove", "img"]);
+    let out = d.ok(&["commit", "-m", "drop img"]);
+    assert!(out.contains("committed"), "{out}");
+    assert!(d.git(&["ls-files", ".tether/objects"]).trim().is_empty());
+}

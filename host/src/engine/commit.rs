@@ -131,6 +131,13 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         expected: manifest::manifest_hash(&manifests),
     });
 
+    // Edits of the dataset's files that no state change carries (an undone
+    // commit's manifests, a removed object, tether.toml) go into a commit of
+    // everything, even when no object moved.
+    if opts.keys.is_empty() && !other_dataset_edits_pending(repo)?.is_empty() {
+        p.context.insert("other_edits".into(), json!(true));
+    }
+
     let facts = object_facts(repo, &manifests, &keys).await?;
     let plugins = repo.plugins().await?;
     for (k, (identity, caps)) in facts {
@@ -326,12 +333,32 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
     for a in plan.actions.iter().filter(|a| a.verb == UNCHANGED) {
         report.unchanged.push(a.key.clone());
     }
-    if writes.is_empty() {
+    let other_edits = plan
+        .context
+        .get("other_edits")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if writes.is_empty() && (no_vcs || !other_edits) {
         return Ok(report);
     }
 
     let journal = repo.journal()?;
     let mut op = journal.start(NewOp::new("commit").plan(plan))?;
+    if writes.is_empty() {
+        // Only edits no object's state carries: a removed object, a changed
+        // tether.toml. They are committed as they are.
+        let paths = other_dataset_edits_pending(repo)?;
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let bookmark = plan.context.get("bookmark").and_then(Value::as_str);
+        let msg = message.as_deref().unwrap_or_default();
+        let commit = match bookmark {
+            Some(b) => repo.vcs.commit_on_bookmark(&refs, msg, b)?,
+            None => repo.vcs.commit_paths(&refs, msg)?,
+        };
+        report.vcs_commit = Some(commit.to_string());
+        op.finish(json!(report))?;
+        return Ok(report);
+    }
     // A commit of everything also takes the dataset's other edits under
     // .tether/ and tether.toml (removed objects, a changed config).
     let landing = Landing {
@@ -566,6 +593,18 @@ async fn write_and_commit(
 
 /// Paths of dataset files that changed since HEAD, outside any one object's
 /// manifest: tether.toml, .tether/.gitignore, removed manifests.
+/// The dataset's own files that differ from the last commit: tether.toml,
+/// `.tether/.gitignore`, manifests (edited, removed, or left as edits by an
+/// undone commit).
+fn other_dataset_edits_pending(repo: &Repo) -> Result<Vec<String>> {
+    let changed: std::collections::BTreeSet<String> =
+        repo.vcs.changes()?.into_iter().map(|c| c.path).collect();
+    Ok(other_dataset_edits(repo)?
+        .into_iter()
+        .filter(|p| changed.contains(p))
+        .collect())
+}
+
 fn other_dataset_edits(repo: &Repo) -> Result<Vec<String>> {
     let mut out = vec![
         repo.vcs_path(&repo.layout.config_file()),
