@@ -449,24 +449,41 @@ fn a_peers_writes_on_a_shared_bookmark_are_adopted_with_shared() {
     a.ok(&["open", "img"]);
     a.ok(&["commit", "-m", "feat starts"]);
     let b_dir = a.tmp().join("clone-b");
-    a.git(&["clone", "-q", "--branch", "feat", a.root().to_str().unwrap(), b_dir.to_str().unwrap()]);
+    a.git(&[
+        "clone",
+        "-q",
+        "--branch",
+        "feat",
+        a.root().to_str().unwrap(),
+        b_dir.to_str().unwrap(),
+    ]);
     // A keeps writing on the store branch and has not committed yet.
     let peer = img.write_on(&wr, json!({"labels": "peer"}), "peer writes");
 
     let out = a.tether_in(&b_dir, &["new", "feat"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(stderr(&out).contains("not this workspace's"), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("not this workspace's"),
+        "{}",
+        describe(&out)
+    );
     let plan = a.ok_in(&b_dir, &["new", "feat", "--shared", "--dry-run"]);
     assert!(plan.contains("adopt img"), "{plan}");
     let r = json_of(&a.ok_in(&b_dir, &["new", "feat", "--shared", "--json"]));
     assert_eq!(r["working_refs"]["img"], json!(wr));
-    assert_eq!(img.branch(&wr), Some(peer.clone()), "adopting moves nothing");
-    assert!(a.ok_in(&b_dir, &["status", "--snapshot"]).contains("modified img"));
+    assert_eq!(
+        img.branch(&wr),
+        Some(peer.clone()),
+        "adopting moves nothing"
+    );
+    assert!(
+        a.ok_in(&b_dir, &["status", "--snapshot"])
+            .contains("modified img")
+    );
     a.ok_in(&b_dir, &["commit", "-m", "pin the peer's writes"]);
-    let m: toml::Value = toml::from_str(
-        &std::fs::read_to_string(b_dir.join(".tether/objects/img.toml")).unwrap(),
-    )
-    .unwrap();
+    let m: toml::Value =
+        toml::from_str(&std::fs::read_to_string(b_dir.join(".tether/objects/img.toml")).unwrap())
+            .unwrap();
     let pin = m["pin"]["ref"].as_str().unwrap();
     assert_eq!(img.tag(pin), Some(peer));
 }

@@ -515,3 +515,49 @@ fn gc_delete_stores_takes_away_only_what_tether_created() {
     assert!(plan.contains("no owner marker"), "{plan}");
     assert!(!plan.contains("delete-store"), "{plan}");
 }
+
+/// `undo add` of `add --create` takes the still-empty store away again; once
+/// the store holds data it is kept and said so.
+#[test]
+fn undo_add_create_removes_a_still_empty_store() {
+    let d = Dataset::init();
+    let p1 = d.data().join("p1");
+    d.ok(&[
+        "add",
+        "p1",
+        "--kind",
+        "memory",
+        "--set",
+        &format!("system={}", p1.display()),
+        "--create",
+    ]);
+    assert!(p1.join("refs/branches/main.json").exists());
+    let out = d.ok(&["undo"]);
+    assert!(out.contains("deleted the still-empty store"), "{out}");
+    assert!(!d.root().join(".tether/objects/p1.toml").exists());
+    let left: Vec<_> = std::fs::read_dir(&p1)
+        .map(|rd| rd.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+
+    let p2 = d.data().join("p2");
+    d.ok(&[
+        "add",
+        "p2",
+        "--kind",
+        "memory",
+        "--set",
+        &format!("system={}", p2.display()),
+        "--create",
+    ]);
+    let store = MemoryStore { root: p2.clone() };
+    store.write(json!({"x": 1}), "data");
+    let out = d.tether(&["undo"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert!(
+        stdout(&out).contains("holds data now"),
+        "{}",
+        describe(&out)
+    );
+    assert!(p2.join("refs/branches/main.json").exists(), "kept");
+}

@@ -370,6 +370,43 @@ impl Repo {
         super::fork::materialize_fork(self, key).await
     }
 
+    /// `repo.create(key, kind, locator)` (experimental): `add --create` and a
+    /// writable `open` in one call: the store is made empty, marked as this
+    /// dataset's, registered under `key`, and its handle returned.
+    pub async fn create(
+        &self,
+        key: &str,
+        kind: &str,
+        locator: serde_json::Map<String, Value>,
+    ) -> Result<super::open::Opened> {
+        let req = super::add::AddRequest {
+            positionals: vec![key.to_string()],
+            kind: kind.to_string(),
+            fields: locator
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string());
+                    (k, v)
+                })
+                .collect(),
+            cwd: self.root().to_path_buf(),
+            create: true,
+            ..Default::default()
+        };
+        super::add::add(self, req).await?;
+        super::open::open(
+            self,
+            &super::open::OpenOptions {
+                key: key.to_string(),
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
     /// The working ref of `key` in this checkout (`None`: the base branch).
     pub fn working_ref(ws: &WorkspaceState, key: &str) -> Option<String> {
         ws.working_refs.get(key).cloned()

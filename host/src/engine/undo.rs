@@ -112,7 +112,12 @@ pub async fn undo(repo: &Repo, opts: &UndoOptions) -> Result<UndoReport> {
     match target.command.as_str() {
         "commit" | "pull" => undo_commit(repo, &target, &mut report).await?,
         "new" | "restore" | "open" => undo_forks(repo, &target, opts, &mut report).await?,
-        "add" | "remove" | "import" => undo_manifests(repo, &target, &mut report)?,
+        "add" | "remove" | "import" => {
+            undo_manifests(repo, &target, &mut report)?;
+            if target.command == "add" {
+                undo_created_store(repo, &target, &mut report).await?;
+            }
+        }
         "set" => undo_set(repo, &target, &mut report)?,
         "gc" => undo_gc(repo, &target, &mut report)?,
         other => {
@@ -920,6 +925,73 @@ fn undo_manifests(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Res
         op.progress(json!({"manifest": key, "restored": m.is_some()}))?;
     }
     finish(op, report)
+}
+
+/// `undo add` of `add --create`: the store goes again while it is still
+/// empty (its base branch at the initial state, the marker, and the working
+/// branch the add forked); one that holds anything now is kept and said so.
+async fn undo_created_store(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
+    let Some(created) = target
+        .progress
+        .iter()
+        .find(|p| p.get("created_store").is_some())
+    else {
+        return Ok(());
+    };
+    let key = created["created_store"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let kind = created["kind"].as_str().unwrap_or_default().to_string();
+    let locator = created.get("locator").cloned().unwrap_or(Value::Null);
+    let plugin = repo.plugin(&kind).await?;
+    let client = repo.client_for(&plugin, &locator);
+    let forked: Vec<String> = target
+        .progress
+        .iter()
+        .filter_map(|p| p.get("ref").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    match client.is_ref_empty(&forked).await {
+        Ok(Some(true)) => {}
+        Ok(_) => {
+            report.irreversible.push(format!(
+                "{key}: the store add --create made holds data now; kept (`tether gc --delete-stores` judges it)"
+            ));
+            return Ok(());
+        }
+        Err(e) => {
+            report.irreversible.push(format!(
+                "{key}: cannot tell whether the store is empty ({e}); kept"
+            ));
+            return Ok(());
+        }
+    }
+    let identity = client
+        .identity()
+        .await
+        .map_err(|e| TetherError::backend(&key, e))?;
+    for r in &forked {
+        client
+            .delete_working_ref(r)
+            .await
+            .map_err(|e| TetherError::backend(&key, e))?;
+    }
+    client
+        .delete_store(repo.dataset_id())
+        .await
+        .map_err(|e| TetherError::backend(&key, e))?;
+    let shared = repo.vcs.shared_dir();
+    crate::oplog::index::remove_created(shared, repo.dataset_id(), &kind, &identity)?;
+    crate::oplog::index::remove_touched(shared, repo.dataset_id(), &kind, &identity)?;
+    let mut ws = repo.workspace()?;
+    if ws.working_refs.remove(&key).is_some() {
+        ws.fork_points.remove(&key);
+        repo.save_workspace(&ws)?;
+    }
+    report.restored.push(format!(
+        "{key}: deleted the still-empty store add --create made"
+    ));
+    Ok(())
 }
 
 /// `set`: each policy field goes back to its old value while it still holds
