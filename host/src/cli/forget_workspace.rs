@@ -1,10 +1,8 @@
 //! `tether forget-workspace [ID] [--dry-run | --plan FILE | --from-plan FILE]`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
+use super::output::{Exit, PlanArgs, preview_plan, print_json};
 use crate::engine::Repo;
 use crate::engine::forget_workspace;
 
@@ -12,15 +10,8 @@ use crate::engine::forget_workspace;
 pub struct Args {
     /// The workspace id (or a unique prefix) of the checkout to forget; default: this one.
     id: Option<String>,
-    /// Show what would be removed; write nothing.
-    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
-    dry_run: bool,
-    /// Write the plan to FILE (implies --dry-run).
-    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
-    plan: Option<PathBuf>,
-    /// Apply a plan saved with --plan.
-    #[arg(long, value_name = "PATH")]
-    from_plan: Option<PathBuf>,
+    #[command(flatten)]
+    plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -28,12 +19,12 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<Exit> {
     let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
+    let plan = match &args.plans.from_plan {
         Some(path) => forget_workspace::load_plan(path)?,
         None => {
             let plan = forget_workspace::plan(&repo, args.id.as_deref())?;
-            if args.dry_run || args.plan.is_some() {
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+            if args.plans.previewing() {
+                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
                 return Ok(Exit::Ok);
             }
             plan

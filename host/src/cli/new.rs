@@ -2,11 +2,9 @@
 //! [--defer-record | --no-defer-record] [--discard | --adopt]
 //! [--dry-run | --plan FILE | --from-plan FILE]`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
+use super::output::{Exit, PlanArgs, preview_plan, print_json};
 use crate::engine::Repo;
 use crate::engine::new::{self, NewOptions, NewReport};
 
@@ -41,15 +39,8 @@ pub struct Args {
     /// Take the bookmark's existing store branches as they are.
     #[arg(long)]
     adopt: bool,
-    /// Show which branches would be forked; write nothing.
-    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
-    dry_run: bool,
-    /// Write the plan to FILE (implies --dry-run).
-    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
-    plan: Option<PathBuf>,
-    /// Apply a plan saved with --plan instead of replanning.
-    #[arg(long, value_name = "PATH")]
-    from_plan: Option<PathBuf>,
+    #[command(flatten)]
+    plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -57,7 +48,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<Exit> {
     let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
+    let plan = match &args.plans.from_plan {
         Some(path) => new::load_plan(path)?,
         None => {
             let opts = NewOptions {
@@ -72,8 +63,8 @@ pub async fn run(args: Args) -> Result<Exit> {
                 adopt: args.adopt,
             };
             let plan = new::plan(&repo, &opts).await?;
-            if args.dry_run || args.plan.is_some() {
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+            if args.plans.previewing() {
+                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
                 return Ok(Exit::Ok);
             }
             plan

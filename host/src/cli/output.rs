@@ -82,3 +82,25 @@ pub fn preview_plan(
     }
     Ok(())
 }
+
+/// `--dry-run | --plan FILE | --from-plan FILE`, as every command that plans
+/// before it writes takes them (spec/09, "Plans").
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Show the plan; write nothing.
+    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
+    pub dry_run: bool,
+    /// Write the plan to FILE (implies --dry-run).
+    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
+    pub plan: Option<std::path::PathBuf>,
+    /// Apply a plan saved with --plan instead of planning again.
+    #[arg(long, value_name = "PATH")]
+    pub from_plan: Option<std::path::PathBuf>,
+}
+
+impl PlanArgs {
+    /// Whether the plan is only shown (or saved), not applied.
+    pub fn previewing(&self) -> bool {
+        self.dry_run || self.plan.is_some()
+    }
+}

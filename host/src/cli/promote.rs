@@ -1,11 +1,9 @@
 //! `tether promote [KEY...] [-r REV] [--strategy auto|ff|merge] [-m MESSAGE]
 //! [--dry-run | --plan FILE | --from-plan FILE]`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
+use super::output::{Exit, PlanArgs, preview_plan, print_json};
 use crate::engine::Repo;
 use crate::engine::commit::brief;
 use crate::engine::promote::{self, PromoteOptions, PromoteReport, Strategy};
@@ -24,15 +22,8 @@ pub struct Args {
     /// Merge message for systems that record one.
     #[arg(short, long)]
     message: Option<String>,
-    /// Show per-object outcomes; write nothing.
-    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
-    dry_run: bool,
-    /// Write the plan to FILE (implies --dry-run).
-    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
-    plan: Option<PathBuf>,
-    /// Apply a plan saved with --plan.
-    #[arg(long, value_name = "PATH")]
-    from_plan: Option<PathBuf>,
+    #[command(flatten)]
+    plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -40,7 +31,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<Exit> {
     let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
+    let plan = match &args.plans.from_plan {
         Some(path) => promote::load_plan(path, &args.keys)?,
         None => {
             let opts = PromoteOptions {
@@ -50,9 +41,9 @@ pub async fn run(args: Args) -> Result<Exit> {
                 message: args.message.clone(),
             };
             let plan = promote::plan(&repo, &opts).await?;
-            if args.dry_run || args.plan.is_some() {
+            if args.plans.previewing() {
                 // A preview exits 0 whatever the plan says.
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
                 return Ok(Exit::Ok);
             }
             plan

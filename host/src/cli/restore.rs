@@ -1,11 +1,9 @@
 //! `tether restore KEY... (--from REV | --at REF) [--discard]
 //! [--dry-run | --plan FILE | --from-plan FILE]`.
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
+use super::output::{Exit, PlanArgs, preview_plan, print_json};
 use crate::engine::Repo;
 use crate::engine::commit::brief;
 use crate::engine::restore::{self, RestoreOptions, RestoreReport};
@@ -23,15 +21,8 @@ pub struct Args {
     /// Reset branches even if they hold writes never committed.
     #[arg(long)]
     discard: bool,
-    /// Show what would be reset; write nothing.
-    #[arg(long, conflicts_with_all = ["plan", "from_plan"])]
-    dry_run: bool,
-    /// Write the plan to FILE (implies --dry-run).
-    #[arg(long, value_name = "PATH", conflicts_with = "from_plan")]
-    plan: Option<PathBuf>,
-    /// Apply a plan saved with --plan.
-    #[arg(long, value_name = "PATH")]
-    from_plan: Option<PathBuf>,
+    #[command(flatten)]
+    plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
@@ -39,7 +30,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<Exit> {
     let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
+    let plan = match &args.plans.from_plan {
         Some(path) => restore::load_plan(path, &args.keys)?,
         None => {
             let opts = RestoreOptions {
@@ -49,8 +40,8 @@ pub async fn run(args: Args) -> Result<Exit> {
                 discard: args.discard,
             };
             let plan = restore::plan(&repo, &opts).await?;
-            if args.dry_run || args.plan.is_some() {
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
+            if args.plans.previewing() {
+                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
                 return Ok(Exit::Ok);
             }
             plan

@@ -239,3 +239,54 @@ pub fn content_of(state: &Value, descriptor: &Descriptor) -> Value {
         other => other.clone(),
     }
 }
+
+/// Run every `fork` action of a plan concurrently, journaling a progress
+/// record (`forked`, `ref`, `created`, `reset_from`) for each that landed:
+/// what `undo` reads to delete a branch an operation created. Returns the
+/// keys that forked and the failures by key; the rest landed either way.
+pub async fn apply_forks(
+    repo: &Repo,
+    plan: &crate::plan::Plan,
+    manifests: &BTreeMap<String, Manifest>,
+    op: &mut crate::oplog::OpHandle,
+) -> Result<(BTreeSet<String>, Vec<(String, BackendError)>)> {
+    let forks: Vec<&crate::plan::Action> = plan
+        .actions
+        .iter()
+        .filter(|a| a.verb == crate::plan::verb::FORK)
+        .collect();
+    let mut calls = Vec::new();
+    for a in &forks {
+        let m = manifests
+            .get(&a.key)
+            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
+        let client = repo.client(m).await?;
+        let source = source_from_param(a.params.get("source"))?;
+        let expected = expected_from_param(a.params.get("expected"));
+        let name = a.target.clone();
+        calls.push((a.key.clone(), async move {
+            client.fork(&source, &name, &expected).await
+        }));
+    }
+    let mut forked = BTreeSet::new();
+    let mut failures = Vec::new();
+    for (k, r) in crate::plugin::fan_out(calls).await.results {
+        match r {
+            Ok(name) => {
+                let a = forks
+                    .iter()
+                    .find(|a| a.key == k)
+                    .expect("results come from actions");
+                op.progress(json!({
+                    "forked": k,
+                    "ref": name,
+                    "created": !a.params.contains_key("reset_from"),
+                    "reset_from": a.params.get("reset_from"),
+                }))?;
+                forked.insert(k);
+            }
+            Err(e) => failures.push((k, e)),
+        }
+    }
+    Ok((forked, failures))
+}

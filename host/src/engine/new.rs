@@ -28,9 +28,7 @@ use serde_json::{Map, Value, json};
 
 use super::checker::Checker;
 use super::error::{Result, TetherError};
-use super::fork::{
-    branch_head, expected_from_param, expected_param, fork_source, source_from_param, source_param,
-};
+use super::fork::{branch_head, expected_param, fork_source, source_param};
 use super::repo::Repo;
 use crate::model::{Manifest, PinMode, WorkspaceState, ids, manifest};
 use crate::oplog::NewOp;
@@ -679,40 +677,9 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     ws.last_snapshot_at = None;
 
     // Forks that write now, concurrently.
-    let mut calls = Vec::new();
-    for a in plan.actions.iter().filter(|a| a.verb == verb::FORK) {
-        let m = manifests
-            .get(&a.key)
-            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
-        let client = repo.client(m).await?;
-        let source = source_from_param(a.params.get("source"))?;
-        let expected = expected_from_param(a.params.get("expected"));
-        let name = a.target.clone();
-        calls.push((a.key.clone(), async move {
-            client.fork(&source, &name, &expected).await
-        }));
-    }
-    let mut forked = BTreeSet::new();
-    for (k, r) in fan_out(calls).await.results {
-        match r {
-            Ok(name) => {
-                let a = plan
-                    .actions
-                    .iter()
-                    .find(|a| a.key == k && a.verb == verb::FORK)
-                    .expect("results come from actions");
-                op.progress(json!({
-                    "forked": k,
-                    "ref": name,
-                    "created": !a.params.contains_key("reset_from"),
-                    "reset_from": a.params.get("reset_from"),
-                }))?;
-                forked.insert(k);
-            }
-            Err(e) => {
-                report.failed.insert(k, e.to_string());
-            }
-        }
+    let (forked, failures) = super::fork::apply_forks(repo, plan, &manifests, &mut op).await?;
+    for (k, e) in failures {
+        report.failed.insert(k, e.to_string());
     }
 
     let trunk = report.trunk;

@@ -21,9 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::checker::Checker;
 use super::error::{Result, TetherError};
-use super::fork::{
-    branch_head, expected_from_param, expected_param, fork_source, source_from_param, source_param,
-};
+use super::fork::{branch_head, expected_param, fork_source, source_param};
 use super::repo::Repo;
 use crate::model::{ids, key, manifest};
 use crate::oplog::NewOp;
@@ -264,19 +262,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
             .plan(plan)
             .pre("workspace", old_ws.to_json()),
     )?;
-    let mut calls = Vec::new();
-    for a in plan.actions.iter().filter(|a| a.verb == verb::FORK) {
-        let m = manifests
-            .get(&a.key)
-            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
-        let client = repo.client(m).await?;
-        let source = source_from_param(a.params.get("source"))?;
-        let expected = expected_from_param(a.params.get("expected"));
-        let name = a.target.clone();
-        calls.push((a.key.clone(), async move {
-            client.fork(&source, &name, &expected).await
-        }));
-    }
+    let (forked, failures) = super::fork::apply_forks(repo, plan, &manifests, &mut op).await?;
     let mut report = RestoreReport {
         from: plan
             .context
@@ -291,35 +277,22 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
         ..RestoreReport::default()
     };
     let mut ws = old_ws.clone();
-    let mut failures = Vec::new();
-    for (k, r) in fan_out(calls).await.results {
-        let a = plan
-            .actions
-            .iter()
-            .find(|a| a.key == k && a.verb == verb::FORK)
-            .expect("results come from actions");
-        match r {
-            Ok(name) => {
-                op.progress(json!({
-                    "forked": k,
-                    "ref": name,
-                    "created": !a.params.contains_key("reset_from"),
-                    "reset_from": a.params.get("reset_from"),
-                }))?;
-                ws.pending_forks.remove(&k);
-                ws.pending_resets.remove(&k);
-                ws.working_refs.insert(k.clone(), name.clone());
-                if let Some(s) = a.params.get("state").and_then(Value::as_object) {
-                    ws.fork_points.insert(k.clone(), s.clone());
-                }
-                report.working_refs.insert(k.clone(), name);
-                report.states.insert(
-                    k.clone(),
-                    a.params.get("state").cloned().unwrap_or(Value::Null),
-                );
-            }
-            Err(e) => failures.push((k, e)),
+    for a in plan
+        .actions
+        .iter()
+        .filter(|a| a.verb == verb::FORK && forked.contains(&a.key))
+    {
+        let k = a.key.clone();
+        ws.pending_forks.remove(&k);
+        ws.pending_resets.remove(&k);
+        ws.working_refs.insert(k.clone(), a.target.clone());
+        if let Some(s) = a.params.get("state").and_then(Value::as_object) {
+            ws.fork_points.insert(k.clone(), s.clone());
         }
+        report.working_refs.insert(k.clone(), a.target.clone());
+        report
+            .states
+            .insert(k, a.params.get("state").cloned().unwrap_or(Value::Null));
     }
     repo.save_workspace(&ws)?;
     let summary = format!(
