@@ -169,6 +169,31 @@ impl View {
     }
 }
 
+/// The file in a workspace's `.jj/` naming the bookmark tether last put that
+/// workspace on. jj has no current bookmark: when several bookmarks sit on
+/// `@-` (right after `tether new -b NAME`, every bookmark at the fork point),
+/// this says which one the workspace works on.
+const CHOSEN_BOOKMARK: &str = "tether-bookmark";
+
+/// The bookmark tether last put the workspace at `root` on, if any.
+fn chosen_bookmark(root: &Path) -> Option<String> {
+    fs::read_to_string(root.join(".jj").join(CHOSEN_BOOKMARK))
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// `bookmarks` with the chosen one first, when it is among them.
+fn chosen_first(mut bookmarks: Vec<String>, chosen: Option<&str>) -> Vec<String> {
+    if let Some(c) = chosen
+        && let Some(i) = bookmarks.iter().position(|b| b == c)
+    {
+        let b = bookmarks.remove(i);
+        bookmarks.insert(0, b);
+    }
+    bookmarks
+}
+
 /// A jj workspace (the default one, or one `jj workspace add` made).
 pub struct JjVcs {
     /// The workspace root (the directory holding `.jj/`).
@@ -203,6 +228,26 @@ impl std::fmt::Debug for JjVcs {
 }
 
 impl JjVcs {
+    /// A new empty working-copy change on top of `commit`.
+    fn new_working_copy(&self, commit: &CommitId) -> Result<()> {
+        let r = self.run(&["new", "-r", commit.as_str()], Some(&[]));
+        self.forget_view();
+        r.map(|_| ())
+    }
+
+    /// Record (or, with `None`, clear) the bookmark this workspace works on.
+    fn choose_bookmark(&self, name: Option<&str>) -> Result<()> {
+        let path = self.root.join(".jj").join(CHOSEN_BOOKMARK);
+        let r = match name {
+            Some(n) => fs::write(&path, format!("{n}\n")),
+            None => match fs::remove_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            },
+        };
+        r.map_err(|e| VcsError::io(format!("writing {}", path.display()), e))
+    }
+
     /// Opens the jj workspace whose root is `root` (the directory holding `.jj/`), running
     /// the jj that `env` names (`TETHER_JJ`, else `jj` on `PATH`).
     pub fn open_with_env(root: &Path, env: VcsEnv) -> Result<Self> {
@@ -534,7 +579,7 @@ impl Vcs for JjVcs {
     fn head_state(&self) -> Result<HeadState> {
         let view = self.view()?;
         let head = view.head()?;
-        let bookmark = view.working_bookmarks()?.into_iter().next();
+        let bookmark = self.working_bookmarks()?.into_iter().next();
         Ok(match (bookmark, head) {
             (Some(branch), None) => HeadState::Unborn { branch },
             (Some(name), Some(commit)) => HeadState::Branch {
@@ -560,7 +605,10 @@ impl Vcs for JjVcs {
     }
 
     fn working_bookmarks(&self) -> Result<Vec<String>> {
-        self.view()?.working_bookmarks()
+        Ok(chosen_first(
+            self.view()?.working_bookmarks()?,
+            chosen_bookmark(&self.root).as_deref(),
+        ))
     }
 
     fn resolve(&self, rev: &str) -> Result<CommitId> {
@@ -762,7 +810,8 @@ impl Vcs for JjVcs {
         // At `@`: the first dataset commit rewrites `@`, and the bookmark follows it.
         let r = self.run(&["bookmark", "create", "-r", "@", "--", name], Some(&[]));
         self.forget_view();
-        r.map(|_| ())
+        r?;
+        self.choose_bookmark(Some(name))
     }
 
     fn switch_branch(&self, name: &str) -> Result<()> {
@@ -771,16 +820,15 @@ impl Vcs for JjVcs {
                 name: name.to_owned(),
             });
         };
-        if self.working_bookmarks()?.iter().any(|b| b == name) {
-            return Ok(());
+        if !self.view()?.working_bookmarks()?.iter().any(|b| b == name) {
+            self.new_working_copy(&commit)?;
         }
-        self.checkout_detached(&commit)
+        self.choose_bookmark(Some(name))
     }
 
     fn checkout_detached(&self, commit: &CommitId) -> Result<()> {
-        let r = self.run(&["new", "-r", commit.as_str()], Some(&[]));
-        self.forget_view();
-        r.map(|_| ())
+        self.new_working_copy(commit)?;
+        self.choose_bookmark(None)
     }
 
     fn park(&self, commit: &CommitId) -> Result<String> {
@@ -1068,11 +1116,19 @@ impl Vcs for JjVcs {
                 .and_then(|c| c.parents.first())
                 .filter(|p| *p != ROOT_ID)
                 .cloned();
-            let branch = wc.and_then(|c| c.bookmarks.first().cloned()).or_else(|| {
-                head.as_deref()
-                    .and_then(|h| view.get(h))
-                    .and_then(|c| c.bookmarks.first().cloned())
-            });
+            let mut at: Vec<String> = wc.map(|c| c.bookmarks.clone()).unwrap_or_default();
+            if let Some(c) = head.as_deref().and_then(|h| view.get(h)) {
+                at.extend(
+                    c.bookmarks
+                        .iter()
+                        .filter(|b| !at.contains(b))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+            }
+            let branch = chosen_first(at, chosen_bookmark(&path).as_deref())
+                .into_iter()
+                .next();
             let is_main = name == "default";
             out.push(WorktreeInfo {
                 name: (!is_main).then_some(name),
