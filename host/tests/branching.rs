@@ -1,17 +1,18 @@
 //! End-to-end tests of spec/06 (branching and writing) and worked examples
-//! 2, 3 and 6 of spec/08, on git with the memory and file plugins: the real
-//! `tether` binary in temp repositories; what lands in the stores is read
-//! back from the stores' own files and what lands in git with the git CLI.
+//! 2, 3 and 6 of spec/08, once on git and once on jj (`for_each_vcs!`), with
+//! the memory and file plugins: the real `tether` binary in temp repositories;
+//! what lands in the stores is read back from the stores' own files and what
+//! lands in the VCS with that VCS's own CLI.
 
 mod support;
 
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, describe, stderr, stdout};
+use support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 
 /// A dataset with a memory store `img` and a directory `raw`, committed on
 /// the trunk.
-fn dataset() -> (Dataset, MemoryStore) {
-    let d = Dataset::init();
+fn dataset(vcs: Vcs) -> (Dataset, MemoryStore) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     img.write(json!({"labels": "v1"}), "convert");
     d.add_memory("img", &img);
@@ -34,11 +35,10 @@ fn pin_of(d: &Dataset, key: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes() {
-    let (d, img) = dataset();
+fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let main_head = img.head();
-    let trunk_commit = d.rev("main");
+    let trunk_commit = d.bookmark("main");
     let wr = d.working_ref("relabel");
 
     // `new` decides names and fork points and writes nothing.
@@ -49,7 +49,7 @@ fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes() {
         "{out}"
     );
     assert!(!out.contains("raw ->"), "files cannot fork: {out}");
-    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "relabel");
+    assert_eq!(d.current_bookmark(), "relabel");
     assert_eq!(
         img.branch(&wr),
         None,
@@ -85,11 +85,11 @@ fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes() {
     assert_eq!(img.tag(&pin).as_deref(), Some(relabeled.as_str()));
     assert_eq!(img.head(), main_head, "main in the store did not move");
     assert_eq!(
-        d.rev("main"),
+        d.bookmark("main"),
         trunk_commit,
         "the trunk bookmark did not move"
     );
-    let bookmark_commit = d.rev("relabel");
+    let bookmark_commit = d.bookmark("relabel");
 
     // Promote: a preview first (exit 0), then the landing.
     let plan = d.ok(&["promote", "--dry-run"]);
@@ -103,16 +103,15 @@ fn a_bookmark_forks_lazily_commits_on_its_branch_and_promotes() {
     );
     assert_eq!(report["trunk_moved"], json!(bookmark_commit));
     assert_eq!(img.head(), relabeled);
-    assert_eq!(d.rev("main"), bookmark_commit);
+    assert_eq!(d.bookmark("main"), bookmark_commit);
     let ops = d.ok(&["ops"]);
     for command in ["promote", "commit", "open", "new"] {
         assert!(ops.contains(&format!("  {command}  ")), "{ops}");
     }
 }
 
-#[test]
-fn eager_new_forks_now_and_a_rerun_reuses() {
-    let (d, img) = dataset();
+fn eager_new_forks_now_and_a_rerun_reuses(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let wr = d.working_ref("try");
     let out = d.ok(&["new", "-b", "try", "--eager", "--json"]);
     let r = json_of(&out);
@@ -128,9 +127,8 @@ fn eager_new_forks_now_and_a_rerun_reuses() {
     assert_eq!(img.branch(&wr), Some(img.head()));
 }
 
-#[test]
-fn unpinned_writes_stop_new_until_commit_or_discard() {
-    let (d, img) = dataset();
+fn unpinned_writes_stop_new_until_commit_or_discard(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let wr = d.working_ref("scratch");
     d.ok(&["new", "-b", "scratch", "--eager"]);
     img.write_on(&wr, json!({"labels": "tmp"}), "scratch work");
@@ -155,9 +153,8 @@ fn unpinned_writes_stop_new_until_commit_or_discard() {
     d.ok(&["new"]);
 }
 
-#[test]
-fn a_pin_record_object_forks_at_new_unless_deferred() {
-    let d = Dataset::init();
+fn a_pin_record_object_forks_at_new_unless_deferred(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["set", "img", "--pin", "record"]);
@@ -171,15 +168,14 @@ fn a_pin_record_object_forks_at_new_unless_deferred() {
     assert_eq!(img.branch(&wr), Some(img.head()));
 }
 
-#[test]
-fn promote_holds_the_bookmark_whole_and_lands_a_named_subset() {
-    let d = Dataset::init();
+fn promote_holds_the_bookmark_whole_and_lands_a_named_subset(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let a = d.memory_store("a");
     let b = d.memory_store("b");
     d.add_memory("a", &a);
     d.add_memory("b", &b);
     d.ok(&["commit", "-m", "adopt"]);
-    let trunk = d.rev("main");
+    let trunk = d.bookmark("main");
     let wr = d.working_ref("feature");
     d.ok(&["new", "-b", "feature", "--eager"]);
     let a_new = a.write_on(&wr, json!({"x": 1}), "a on the fork");
@@ -209,12 +205,11 @@ fn promote_holds_the_bookmark_whole_and_lands_a_named_subset() {
     assert_eq!(r["fast_forwarded"]["a"], json!({"snapshot_id": a_new}));
     assert_eq!(r["trunk_moved"], Value::Null);
     assert_eq!(a.head(), a_new);
-    assert_eq!(d.rev("main"), trunk);
+    assert_eq!(d.bookmark("main"), trunk);
 }
 
-#[test]
-fn a_merge_resets_the_branch_then_commit_and_promote_move_the_trunk() {
-    let (d, img) = dataset();
+fn a_merge_resets_the_branch_then_commit_and_promote_move_the_trunk(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let wr = d.working_ref("merge-me");
     d.ok(&["new", "-b", "merge-me", "--eager"]);
     img.write_on(&wr, json!({"labels": "v3"}), "relabel");
@@ -241,13 +236,12 @@ fn a_merge_resets_the_branch_then_commit_and_promote_move_the_trunk() {
     assert!(status.contains("modified img"), "{status}");
     d.ok(&["commit", "-m", "Merge into main"]);
     let r = json_of(&d.ok(&["promote", "--json"]));
-    assert_eq!(r["trunk_moved"], json!(d.rev("merge-me")));
-    assert_eq!(d.rev("main"), d.rev("merge-me"));
+    assert_eq!(r["trunk_moved"], json!(d.bookmark("merge-me")));
+    assert_eq!(d.bookmark("main"), d.bookmark("merge-me"));
 }
 
-#[test]
-fn a_bookmark_moved_by_hand_makes_the_working_copy_stale() {
-    let (d, img) = dataset();
+fn a_bookmark_moved_by_hand_makes_the_working_copy_stale(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let wr = d.working_ref("stale");
     d.ok(&["new", "-b", "stale", "--eager"]);
     img.write_on(&wr, json!({"labels": "one"}), "one");
@@ -258,7 +252,7 @@ fn a_bookmark_moved_by_hand_makes_the_working_copy_stale() {
         "own commits never make you stale"
     );
 
-    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    d.discard_last_commit();
     let status = d.ok(&["status"]);
     assert!(status.contains("(STALE: img)"), "{status}");
     let j = json_of(&d.ok(&["status", "--json"]));
@@ -281,27 +275,30 @@ fn a_bookmark_moved_by_hand_makes_the_working_copy_stale() {
     assert_eq!(img.branch(&wr), Some(img.head()));
 }
 
-#[test]
-fn new_rev_without_a_bookmark_is_read_only_on_a_parking_branch() {
-    let (d, img) = dataset();
-    let first = d.rev("HEAD");
+fn new_rev_without_a_bookmark_is_read_only_on_a_parking_branch(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
+    let first = d.head();
     img.write(json!({"labels": "v2"}), "v2");
     d.ok(&["commit", "-m", "v2"]);
     let out = d.ok(&["new", &first]);
     assert!(out.contains("read-only"), "{out}");
-    let branch = d.git(&["branch", "--show-current"]);
-    assert_eq!(branch.trim(), format!("tether/{}", &first[..12]));
+    // git parks the checkout on a branch of its own; jj needs none (every
+    // commit stays visible), so the working copy is on no bookmark.
+    let parking = match vcs {
+        Vcs::Git => format!("tether/{}", &first[..12]),
+        _ => String::new(),
+    };
+    assert_eq!(d.current_bookmark(), parking);
     assert!(d.ok(&["status"]).contains("on no bookmark: read-only"));
     let err = stderr(&d.fails(&["open", "img", "--writable"], 1));
     assert!(err.contains("read-only"), "{err}");
     d.fails(&["commit", "-m", "x"], 1);
     d.ok(&["new", "main"]);
-    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
+    assert_eq!(d.current_bookmark(), "main");
 }
 
-#[test]
-fn new_and_promote_plans_apply_once_and_go_stale() {
-    let (d, img) = dataset();
+fn new_and_promote_plans_apply_once_and_go_stale(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let plan = d.tmp().join("new.json");
     d.ok(&[
         "new",
@@ -311,28 +308,27 @@ fn new_and_promote_plans_apply_once_and_go_stale() {
         "--plan",
         plan.to_str().unwrap(),
     ]);
-    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
+    assert_eq!(d.current_bookmark(), "main");
     d.ok(&["new", "--from-plan", plan.to_str().unwrap()]);
-    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "planned");
+    assert_eq!(d.current_bookmark(), "planned");
     let wr = d.working_ref("planned");
     assert_eq!(img.branch(&wr), Some(img.head()));
 
     img.write_on(&wr, json!({"labels": "p"}), "p");
     d.ok(&["commit", "-m", "p"]);
-    let trunk = d.rev("main");
+    let trunk = d.bookmark("main");
     let saved = d.tmp().join("promote.json");
     d.ok(&["promote", "--plan", saved.to_str().unwrap()]);
     let head = img.write(json!({"labels": "upstream"}), "moved under the plan");
     let out = d.fails(&["promote", "--from-plan", saved.to_str().unwrap()], 1);
     assert!(stderr(&out).contains("stale"), "{}", describe(&out));
     assert_eq!(img.head(), head, "a stale plan moves nothing");
-    assert_eq!(d.rev("main"), trunk, "nor the trunk");
+    assert_eq!(d.bookmark("main"), trunk, "nor the trunk");
 }
 
-#[test]
-fn restore_resets_one_branch_from_a_commit_or_a_native_ref() {
-    let (d, img) = dataset();
-    let first = d.rev("HEAD");
+fn restore_resets_one_branch_from_a_commit_or_a_native_ref(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
+    let first = d.head();
     let v1 = img.head();
     d.ok(&["new", "-b", "sweep", "--eager"]);
     let wr = d.working_ref("sweep");
@@ -347,27 +343,27 @@ fn restore_resets_one_branch_from_a_commit_or_a_native_ref() {
 
     // The branch now holds a state this bookmark's commit does not pin... but
     // an older commit does, so going back needs no --discard.
-    d.ok(&["restore", "img", "--from", "HEAD"]);
+    let head = d.head();
+    d.ok(&["restore", "img", "--from", &head]);
     assert_eq!(img.branch(&wr), Some(v2.clone()));
     // Writes nobody committed are refused without --discard.
     img.write_on(&wr, json!({"labels": "scratch"}), "scratch");
-    let err = stderr(&d.fails(&["restore", "img", "--from", "HEAD"], 1));
+    let err = stderr(&d.fails(&["restore", "img", "--from", &head], 1));
     assert!(err.contains("--discard"), "{err}");
     d.ok(&["restore", "img", "--at", "main", "--discard"]);
     assert_eq!(img.branch(&wr), Some(v1));
 
     let err = stderr(&d.fails(&["restore", "img", "--at", " "], 1));
     assert!(err.contains("empty"), "{err}");
-    let err = stderr(&d.fails(&["restore", "raw", "--from", "HEAD"], 1));
+    let err = stderr(&d.fails(&["restore", "raw", "--from", &head], 1));
     assert!(err.contains("cannot fork"), "{err}");
     d.ok(&["new", "main"]);
     let err = stderr(&d.fails(&["restore", "img", "--at", "main"], 1));
     assert!(err.contains("trunk"), "{err}");
 }
 
-#[test]
-fn a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes() {
-    let d = Dataset::init();
+fn a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let a = d.memory_store("a");
     let b = d.memory_store("b");
     d.add_memory("a", &a);
@@ -395,14 +391,13 @@ fn a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes() {
     assert_eq!(b.branch(&wr), Some(b.head()));
 }
 
-/// Worked example 3: two candidates on two bookmarks from two git worktrees;
-/// land A, B untouched.
-#[test]
-fn two_worktrees_two_bookmarks_keep_one() {
-    let (d, img) = dataset();
+/// Worked example 3: two candidates on two bookmarks from two checkouts (git
+/// worktrees, jj workspaces); land A, B untouched.
+fn two_worktrees_two_bookmarks_keep_one(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
     let fork_point = img.head();
     let b_dir = d.tmp().join("analysis-b");
-    d.git(&["worktree", "add", "-q", "--detach", b_dir.to_str().unwrap()]);
+    d.add_workspace(&b_dir);
     d.ok(&["new", "-b", "a"]);
     d.ok_in(&b_dir, &["new", "-b", "b"]);
     let (wa, wb) = (d.working_ref("a"), d.working_ref("b"));
@@ -432,7 +427,7 @@ fn two_worktrees_two_bookmarks_keep_one() {
 
     let r = json_of(&d.ok(&["promote", "--json"]));
     assert_eq!(r["fast_forwarded"]["img"], json!({"snapshot_id": a_state}));
-    assert_eq!(d.rev("main"), d.rev("a"));
+    assert_eq!(d.bookmark("main"), d.bookmark("a"));
     assert_eq!(img.head(), a_state);
     assert_eq!(img.branch(&wb), Some(b_state), "B is untouched");
     assert_ne!(fork_point, a_state);
@@ -441,9 +436,12 @@ fn two_worktrees_two_bookmarks_keep_one() {
 /// spec/06, "Stale working copies": a peer's writes on a bookmark two clones
 /// share are refused by `new` ("not this workspace's"), `--shared` adopts the
 /// branch as it is when it builds on the bookmark's pin, and `commit` pins it.
+///
+/// git only: the clone is taken on the bookmark with `git clone --branch`;
+/// the adopt decision itself is VCS-neutral.
 #[test]
 fn a_peers_writes_on_a_shared_bookmark_are_adopted_with_shared() {
-    let (a, img) = dataset();
+    let (a, img) = dataset(Vcs::Git);
     a.ok(&["new", "-b", "feat"]);
     let wr = a.working_ref("feat");
     a.ok(&["open", "img"]);
@@ -487,3 +485,17 @@ fn a_peers_writes_on_a_shared_bookmark_are_adopted_with_shared() {
     let pin = m["pin"]["ref"].as_str().unwrap();
     assert_eq!(img.tag(pin), Some(peer));
 }
+for_each_vcs!(
+    a_bookmark_forks_lazily_commits_on_its_branch_and_promotes,
+    eager_new_forks_now_and_a_rerun_reuses,
+    unpinned_writes_stop_new_until_commit_or_discard,
+    a_pin_record_object_forks_at_new_unless_deferred,
+    promote_holds_the_bookmark_whole_and_lands_a_named_subset,
+    a_merge_resets_the_branch_then_commit_and_promote_move_the_trunk,
+    a_bookmark_moved_by_hand_makes_the_working_copy_stale,
+    new_rev_without_a_bookmark_is_read_only_on_a_parking_branch,
+    new_and_promote_plans_apply_once_and_go_stale,
+    restore_resets_one_branch_from_a_commit_or_a_native_ref,
+    a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes,
+    two_worktrees_two_bookmarks_keep_one,
+);

@@ -723,3 +723,179 @@ impl MemoryStore {
         .expect("the snapshot exists");
     }
 }
+
+// ---- VCS-neutral story steps (branching.rs, reclaiming.rs, jj_vcs.rs): what
+// a user does by hand in the dataset's VCS, each the same story in git and jj --
+
+impl Dataset {
+    /// The commit a bookmark (git: branch) points at, or a commit id's full form.
+    pub fn bookmark(&self, name: &str) -> String {
+        if self.is_jj() {
+            self.jj(&["log", "--no-graph", "-r", name, "-T", "commit_id"])
+        } else {
+            self.rev(name)
+        }
+    }
+
+    /// The bookmark the working copy is on: git's checked-out branch; in jj,
+    /// which has no current bookmark, the one of `@-`'s bookmarks tether
+    /// recorded the workspace on (`.jj/tether-bookmark`), else the first ("" when
+    /// none).
+    pub fn current_bookmark(&self) -> String {
+        if self.is_jj() {
+            let out = self.jj(&[
+                "log",
+                "--no-graph",
+                "-r",
+                "@-",
+                "-T",
+                "local_bookmarks.map(|b| b.name()).join(\"\\n\")",
+            ]);
+            let at = lines(&out);
+            let chosen = std::fs::read_to_string(self.root().join(".jj/tether-bookmark"))
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            if at.contains(&chosen) {
+                chosen
+            } else {
+                at.into_iter().next().unwrap_or_default()
+            }
+        } else {
+            self.git(&["branch", "--show-current"]).trim().to_string()
+        }
+    }
+
+    /// Every local bookmark (git: branch) name, sorted.
+    pub fn bookmarks(&self) -> Vec<String> {
+        let mut names = if self.is_jj() {
+            lines(&self.jj(&["bookmark", "list", "-T", "name ++ \"\\n\""]))
+        } else {
+            lines(&self.git(&["branch", "--format=%(refname:short)"]))
+        };
+        names.retain(|n| !n.is_empty());
+        names.sort();
+        names
+    }
+
+    /// A second checkout of the repository at `dir` on the current commit:
+    /// `git worktree add --detach`, `jj workspace add`.
+    pub fn add_workspace(&self, dir: &Path) {
+        let p = dir.to_str().unwrap();
+        if self.is_jj() {
+            self.jj(&["workspace", "add", "-r", "@-", p]);
+        } else {
+            self.git(&["worktree", "add", "-q", "--detach", p]);
+        }
+    }
+
+    /// Throw the last dataset commit away by hand, its bookmark and working
+    /// copy going back to its parent: `git reset --hard HEAD~1`, `jj abandon
+    /// --retain-bookmarks @-` (the bookmark moves to the parent, not away).
+    pub fn discard_last_commit(&self) {
+        if self.is_jj() {
+            self.jj(&["abandon", "--retain-bookmarks", "@-"]);
+        } else {
+            self.git(&["reset", "-q", "--hard", "HEAD~1"]);
+        }
+    }
+
+    /// Delete a bookmark by hand: `git branch -D`, `jj bookmark delete`.
+    pub fn delete_bookmark(&self, name: &str) {
+        if self.is_jj() {
+            self.jj(&["bookmark", "delete", name]);
+        } else {
+            self.git(&["branch", "-q", "-D", name]);
+        }
+    }
+
+    /// Keep `rev` in history once its bookmark is gone: a git tag; jj keeps
+    /// every commit visible until it is abandoned, so nothing to do.
+    pub fn keep_in_history(&self, name: &str, rev: &str) {
+        if !self.is_jj() {
+            self.git(&["tag", name, rev]);
+        }
+    }
+
+    /// A new empty commit on top of the working copy, made by hand outside
+    /// tether: `git commit --allow-empty`, `jj commit`.
+    pub fn commit_by_hand(&self, message: &str) {
+        if self.is_jj() {
+            self.jj(&["commit", "-m", message]);
+        } else {
+            self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        }
+    }
+
+    /// Make `path` (already written) an uncommitted change the VCS sees: `git
+    /// add`; jj snapshots every file on its own.
+    pub fn track(&self, path: &str) {
+        if !self.is_jj() {
+            self.git(&["add", path]);
+        }
+    }
+
+    /// Undo `track(path)` and remove the file: the working copy is clean again.
+    pub fn untrack_and_remove(&self, path: &str) {
+        if !self.is_jj() {
+            self.git(&["rm", "-q", "--cached", path]);
+        }
+        std::fs::remove_file(self.root().join(path)).unwrap();
+    }
+
+    /// A clone of the dataset repository at `dir`: `git clone`, `jj git clone`
+    /// of jj's git store.
+    pub fn clone_to(&self, dir: &Path) {
+        let (program, args): (std::ffi::OsString, Vec<String>) = if self.is_jj() {
+            let store = self.root().join(".jj/repo/store/git");
+            let src = if store.is_dir() { store } else { self.root() };
+            (
+                tether_testkit::jj().into(),
+                vec![
+                    "git".into(),
+                    "clone".into(),
+                    src.to_string_lossy().into_owned(),
+                    dir.to_string_lossy().into_owned(),
+                ],
+            )
+        } else {
+            (
+                "git".into(),
+                vec![
+                    "clone".into(),
+                    "-q".into(),
+                    self.root().to_string_lossy().into_owned(),
+                    dir.to_string_lossy().into_owned(),
+                ],
+            )
+        };
+        let out = self
+            .command(&program, self.tmp())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "clone: {}", describe(&out));
+    }
+
+    /// Lose the repository and make a fresh, empty one of the same VCS in its place.
+    pub fn reinit_repository(&self) {
+        std::fs::remove_dir_all(self.root()).unwrap();
+        let (program, args): (std::ffi::OsString, &[&str]) = match self.vcs {
+            Vcs::Git => ("git".into(), &["init", "-q", "-b", "main", "ds"]),
+            Vcs::Jj => (
+                tether_testkit::jj().into(),
+                &["git", "init", "--no-colocate", "ds"],
+            ),
+            Vcs::JjColocated => (
+                tether_testkit::jj().into(),
+                &["git", "init", "--colocate", "ds"],
+            ),
+        };
+        let out = self
+            .command(&program, self.tmp())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "re-init: {}", describe(&out));
+    }
+}
