@@ -102,13 +102,21 @@ pub fn plan(repo: &Repo, id: Option<&str>) -> Result<Plan> {
             p.push(
                 Action::new(verb::FORGET_VCS_WORKSPACE, "")
                     .with_target(w.path.display().to_string())
-                    .with_detail("git worktree remove"),
+                    .with_detail(removal_command(repo.vcs.kind())),
             );
         }
         _ => p.note("the main checkout of the repository stays a checkout; only tether's state in it is forgotten"),
     }
     p.note("no store branch is touched: `tether gc --prune-bookmarks` judges them once their bookmark is gone");
     Ok(p)
+}
+
+/// What removing a second checkout is called in the dataset's VCS.
+fn removal_command(kind: crate::vcs::VcsKind) -> &'static str {
+    match kind {
+        crate::vcs::VcsKind::Git => "git worktree remove",
+        crate::vcs::VcsKind::Jj => "jj workspace forget",
+    }
 }
 
 /// Apply a forget-workspace plan.
@@ -149,7 +157,10 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ForgetReport> {
                     .vcs
                     .remove_worktree(std::path::Path::new(&a.target), false)
                 {
-                    Ok(()) => report.vcs = Some(format!("git worktree remove {}", a.target)),
+                    Ok(()) => {
+                        report.vcs =
+                            Some(format!("{} {}", removal_command(repo.vcs.kind()), a.target))
+                    }
                     Err(e) => {
                         report.failed.insert(a.target.clone(), e.to_string());
                     }
