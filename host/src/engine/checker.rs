@@ -63,6 +63,15 @@ impl PreconditionChecker for Checker<'_> {
     }
 
     fn vcs_head(&mut self, rev: &str) -> Result<Option<String>, String> {
+        // Plans name the working copy's commit `HEAD` whatever the VCS (jj calls it `@-`).
+        if rev == "HEAD" {
+            return self
+                .repo
+                .vcs
+                .head()
+                .map(|c| c.map(|c| c.to_string()))
+                .map_err(|e| e.to_string());
+        }
         match self.repo.vcs.resolve(rev) {
             Ok(id) => Ok(Some(id.to_string())),
             Err(crate::vcs::VcsError::UnknownRevision { .. }) => Ok(None),
