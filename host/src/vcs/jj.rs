@@ -877,30 +877,18 @@ impl Vcs for JjVcs {
                 found: found.to_string(),
             });
         }
-        // A bookmark a workspace works on (at its `@` or `@-`) is refused, as git
-        // refuses a checked-out branch.
-        let view = self.view()?;
-        for wc in view.commits.iter().filter(|c| c.working_copy) {
-            let on = wc.bookmarks.iter().any(|b| b == name)
-                || wc
-                    .parents
-                    .iter()
-                    .filter_map(|p| view.get(p))
-                    .any(|p| p.bookmarks.iter().any(|b| b == name));
-            if on {
-                let path = self
-                    .worktrees()?
-                    .into_iter()
-                    .find(|w| {
-                        w.head.as_ref().map(CommitId::as_str)
-                            == wc.parents.first().map(String::as_str)
-                    })
-                    .map_or_else(|| self.root.clone(), |w| w.path);
-                return Err(VcsError::BranchCheckedOut {
-                    branch: name.to_owned(),
-                    path,
-                });
-            }
+        // A bookmark a workspace works on is refused, as git refuses a checked-out
+        // branch: the one of its `@`'s and `@-`'s bookmarks it was put on (another
+        // bookmark merely sitting at the same commit may go).
+        if let Some(w) = self
+            .worktrees()?
+            .into_iter()
+            .find(|w| w.branch.as_deref() == Some(name))
+        {
+            return Err(VcsError::BranchCheckedOut {
+                branch: name.to_owned(),
+                path: w.path,
+            });
         }
         let r = self.run(&["bookmark", "delete", "--", name], None);
         self.forget_view();
