@@ -1,12 +1,12 @@
 //! End-to-end tests of spec/07 (reclaiming storage): `gc`, `abandon`, `drop`
-//! and `forget-workspace` on git with the memory plugin, worked example 5 of
-//! spec/08, and a second clone. Store contents are read from the stores'
-//! own files; git state with the git CLI.
+//! and `forget-workspace` with the memory plugin, worked example 5 of spec/08,
+//! and a second clone, once on git and once on jj (`for_each_vcs!`). Store
+//! contents are read from the stores' own files; VCS state with that VCS's CLI.
 
 mod support;
 
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, describe, stderr, stdout};
+use support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 
 fn json_of(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
@@ -26,9 +26,8 @@ fn refs(s: &MemoryStore) -> (Vec<String>, Vec<String>) {
 
 /// Worked example 5: trials on a bookmark, abandon the tries, gc releases
 /// only their pins; the `--pin record` object frees nothing.
-#[test]
-fn abandon_trials_releases_only_their_pins() {
-    let d = Dataset::init();
+fn abandon_trials_releases_only_their_pins(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     let scratch = d.memory_store("scratch");
     d.add_memory("img", &img);
@@ -46,10 +45,10 @@ fn abandon_trials_releases_only_their_pins() {
         scratch.write_on(&wr, json!({"rows": i}), &format!("rows {i}"));
         d.ok(&["commit", "-m", &format!("trial {i}")]);
         pins.push(pin_of(&d, "img"));
-        commits.push(d.rev("HEAD"));
+        commits.push(d.head());
     }
-    let last_manifest = d.git(&["show", "HEAD:.tether/objects/img.toml"]);
-    let last_scratch = d.git(&["show", "HEAD:.tether/objects/scratch.toml"]);
+    let last_manifest = d.show(&d.head(), ".tether/objects/img.toml");
+    let last_scratch = d.show(&d.head(), ".tether/objects/scratch.toml");
 
     let out = d.ok(&["abandon", &commits[1], &commits[2]]);
     assert!(out.starts_with("abandoned "), "{out}");
@@ -67,19 +66,13 @@ fn abandon_trials_releases_only_their_pins() {
     );
     assert!(out.contains("not applied"), "{out}");
     // Later commits keep their manifests exactly.
+    assert_eq!(d.show(&d.head(), ".tether/objects/img.toml"), last_manifest);
     assert_eq!(
-        d.git(&["show", "HEAD:.tether/objects/img.toml"]),
-        last_manifest
-    );
-    assert_eq!(
-        d.git(&["show", "HEAD:.tether/objects/scratch.toml"]),
+        d.show(&d.head(), ".tether/objects/scratch.toml"),
         last_scratch
     );
-    let log = d.git(&["log", "--format=%s", "sweep"]);
-    assert_eq!(
-        log.lines().collect::<Vec<_>>(),
-        ["trial 4", "trial 1", "adopt"]
-    );
+    assert_eq!(d.current_bookmark(), "sweep");
+    assert_eq!(d.subjects(), ["trial 4", "trial 1", "adopt"]);
     assert!(img.tag(&pins[1]).is_some(), "not applied without --gc");
 
     let r = json_of(&d.ok(&["gc", "--no-dry-run", "--json"]));
@@ -98,9 +91,8 @@ fn abandon_trials_releases_only_their_pins() {
     d.ok(&["verify", "--all-history", "--deep"]);
 }
 
-#[test]
-fn abandon_with_gc_applies_and_refuses_a_dirty_tree() {
-    let d = Dataset::init();
+fn abandon_with_gc_applies_and_refuses_a_dirty_tree(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
@@ -110,13 +102,13 @@ fn abandon_with_gc_applies_and_refuses_a_dirty_tree() {
     img.write(json!({"v": 3}), "v3");
     d.ok(&["commit", "-m", "v3"]);
     std::fs::write(d.root().join("notes.txt"), "x").unwrap();
-    d.git(&["add", "notes.txt"]);
-    let err = stderr(&d.fails(&["abandon", "HEAD~1"], 1));
+    d.track("notes.txt");
+    let parent = d.history()[1].clone();
+    let err = stderr(&d.fails(&["abandon", &parent], 1));
     assert!(err.contains("uncommitted changes"), "{err}");
-    d.git(&["rm", "-q", "--cached", "notes.txt"]);
-    std::fs::remove_file(d.root().join("notes.txt")).unwrap();
+    d.untrack_and_remove("notes.txt");
 
-    let r = json_of(&d.ok(&["abandon", "HEAD~1", "--gc", "--json"]));
+    let r = json_of(&d.ok(&["abandon", &parent, "--gc", "--json"]));
     assert_eq!(r["gc_applied"], true);
     assert_eq!(r["abandoned"].as_array().unwrap().len(), 1);
     assert!(img.tag(&p2).is_none(), "its pin was released");
@@ -125,19 +117,13 @@ fn abandon_with_gc_applies_and_refuses_a_dirty_tree() {
     assert!(ops.contains("(step of "), "{ops}");
 }
 
-#[test]
-fn a_second_clone_keeps_foreign_pins_until_release_foreign() {
-    let a = Dataset::init();
+fn a_second_clone_keeps_foreign_pins_until_release_foreign(vcs: Vcs) {
+    let a = Dataset::init_in(vcs);
     let img = a.memory_store("img");
     a.add_memory("img", &img);
     a.ok(&["commit", "-m", "adopt"]);
     let b_dir = a.tmp().join("clone-b");
-    a.git(&[
-        "clone",
-        "-q",
-        a.root().to_str().unwrap(),
-        b_dir.to_str().unwrap(),
-    ]);
+    a.clone_to(&b_dir);
     img.write(json!({"v": 2}), "v2");
     a.ok(&["commit", "-m", "v2 (not fetched by b)"]);
     let p2 = pin_of(&a, "img");
@@ -166,29 +152,27 @@ fn a_second_clone_keeps_foreign_pins_until_release_foreign() {
     assert!(stdout(&out).contains("missing"), "{}", describe(&out));
 }
 
-#[test]
-fn a_saved_gc_plan_goes_stale_after_a_new_commit() {
-    let d = Dataset::init();
+fn a_saved_gc_plan_goes_stale_after_a_new_commit(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
     img.write(json!({"v": 2}), "v2");
     d.ok(&["commit", "-m", "v2"]);
     let p2 = pin_of(&d, "img");
-    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    d.discard_last_commit();
     let saved = d.tmp().join("gc.json");
     let plan = d.ok(&["gc", "--plan", saved.to_str().unwrap()]);
     assert!(plan.contains(&format!("unpin img [memory] {p2}")), "{plan}");
     // A new commit elsewhere (here: the same pin named again).
-    d.git(&["commit", "-q", "--allow-empty", "-m", "elsewhere"]);
+    d.commit_by_hand("elsewhere");
     let out = d.fails(&["gc", "--from-plan", saved.to_str().unwrap()], 1);
     assert!(stderr(&out).contains("stale"), "{}", describe(&out));
     assert!(img.tag(&p2).is_some(), "a stale plan releases nothing");
 }
 
-#[test]
-fn prune_bookmarks_judges_gone_bookmarks_branches_by_their_head() {
-    let d = Dataset::init();
+fn prune_bookmarks_judges_gone_bookmarks_branches_by_their_head(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
@@ -207,11 +191,11 @@ fn prune_bookmarks_judges_gone_bookmarks_branches_by_their_head() {
     img.write_on(&wd, json!({"d": 1}), "unpinned work");
     d.ok(&["new", "main", "--discard"]);
     for b in ["idle", "dirty"] {
-        d.git(&["branch", "-q", "-D", b]);
+        d.delete_bookmark(b);
     }
-    // A tag keeps `pinned`'s commit in history after the bookmark goes.
-    d.git(&["tag", "keep-pinned", "pinned"]);
-    d.git(&["branch", "-q", "-D", "pinned"]);
+    // `pinned`'s commit stays in history after the bookmark goes.
+    d.keep_in_history("keep-pinned", "pinned");
+    d.delete_bookmark("pinned");
 
     assert!(
         !d.ok(&["gc"]).contains("delete-branch"),
@@ -246,14 +230,13 @@ fn prune_bookmarks_judges_gone_bookmarks_branches_by_their_head() {
     assert_eq!(img.branches(), vec!["main".to_string()]);
 }
 
-#[test]
-fn drop_of_a_failed_bookmark_leaves_the_stores_as_before() {
-    let d = Dataset::init();
+fn drop_of_a_failed_bookmark_leaves_the_stores_as_before(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
     let before = refs(&img);
-    let trunk = d.rev("main");
+    let trunk = d.bookmark("main");
     d.ok(&["new", "-b", "probe"]);
     let wr = d.working_ref("probe");
     d.ok(&["open", "img"]);
@@ -275,19 +258,15 @@ fn drop_of_a_failed_bookmark_leaves_the_stores_as_before() {
         assert!(plan.contains(line), "{line}: {plan}");
     }
     assert!(plan.contains("not applied"), "{plan}");
-    assert_eq!(
-        d.git(&["branch", "--show-current"]).trim(),
-        "probe",
-        "a dry run"
-    );
+    assert_eq!(d.current_bookmark(), "probe", "a dry run");
 
     let r = json_of(&d.ok(&["drop", "probe", "--no-dry-run", "--json"]));
     assert_eq!(r["bookmark"], "probe");
     assert_eq!(r["left_for"], "main");
     assert_eq!(r["abandoned"].as_array().unwrap().len(), 2);
-    assert_eq!(d.git(&["branch", "--show-current"]).trim(), "main");
-    assert_eq!(d.rev("main"), trunk);
-    assert!(d.git(&["branch", "--list", "probe"]).trim().is_empty());
+    assert_eq!(d.current_bookmark(), "main");
+    assert_eq!(d.bookmark("main"), trunk);
+    assert!(!d.bookmarks().contains(&"probe".to_string()));
     assert_eq!(
         refs(&img),
         before,
@@ -298,9 +277,8 @@ fn drop_of_a_failed_bookmark_leaves_the_stores_as_before() {
     assert!(ops.contains("(step of "), "{ops}");
 }
 
-#[test]
-fn drop_of_a_landed_bookmark_keeps_what_main_names() {
-    let d = Dataset::init();
+fn drop_of_a_landed_bookmark_keeps_what_main_names(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
@@ -330,15 +308,14 @@ fn drop_of_a_landed_bookmark_keeps_what_main_names() {
 
 /// Worked example 3, the retirement: drop refuses a bookmark another live
 /// checkout holds; forget that checkout first.
-#[test]
-fn forget_workspace_then_drop_the_loser() {
-    let d = Dataset::init();
+fn forget_workspace_then_drop_the_loser(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
     let before = refs(&img);
     let b_dir = d.tmp().join("analysis-b");
-    d.git(&["worktree", "add", "-q", "--detach", b_dir.to_str().unwrap()]);
+    d.add_workspace(&b_dir);
     d.ok_in(&b_dir, &["new", "-b", "b"]);
     d.ok_in(&b_dir, &["open", "img"]);
     img.write_on(&d.working_ref("b"), json!({"b": 1}), "B");
@@ -357,8 +334,12 @@ fn forget_workspace_then_drop_the_loser() {
     assert!(plan.contains("forget-vcs-workspace"), "{plan}");
     let r = json_of(&d.ok(&["forget-workspace", &id, "--json"]));
     assert_eq!(r["workspace"], json!(id));
-    assert!(r["vcs"].as_str().unwrap().contains("git worktree remove"));
-    assert!(!b_dir.exists(), "git worktree remove took the directory");
+    let forget = match vcs {
+        Vcs::Git => "git worktree remove",
+        _ => "jj workspace forget",
+    };
+    assert!(r["vcs"].as_str().unwrap().contains(forget), "{r}");
+    assert!(!b_dir.exists(), "{forget} took the directory");
     assert!(
         img.branch(&d.working_ref("b")).is_some(),
         "no store branch is touched"
@@ -371,9 +352,8 @@ fn forget_workspace_then_drop_the_loser() {
 /// fresh one, and follow `recover`'s steps; every pin comes back under the
 /// old id with its tag reused, and the bookmark's uncommitted writes are
 /// adopted and pinned.
-#[test]
-fn recover_a_lost_dataset_repository() {
-    let d = Dataset::init();
+fn recover_a_lost_dataset_repository(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
@@ -388,13 +368,7 @@ fn recover_a_lost_dataset_repository() {
     let tags_before = img.tags();
 
     // The repository is lost.
-    std::fs::remove_dir_all(d.root()).unwrap();
-    let out = d
-        .command("git", d.tmp())
-        .args(["init", "-q", "-b", "main", "ds"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+    d.reinit_repository();
     d.ok(&["init"]);
     d.add_memory("img", &img);
     assert_ne!(d.dataset_id(), old_id);
@@ -458,9 +432,8 @@ fn recover_a_lost_dataset_repository() {
 /// Stores tether created (experimental), worked example 5's probe: `add
 /// --create` on a bookmark, `drop --delete-stores` takes the store away with
 /// the bookmark; an adopted store is never deleted, nor one without a marker.
-#[test]
-fn gc_delete_stores_takes_away_only_what_tether_created() {
-    let d = Dataset::init();
+fn gc_delete_stores_takes_away_only_what_tether_created(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);
@@ -518,9 +491,8 @@ fn gc_delete_stores_takes_away_only_what_tether_created() {
 
 /// `undo add` of `add --create` takes the still-empty store away again; once
 /// the store holds data it is kept and said so.
-#[test]
-fn undo_add_create_removes_a_still_empty_store() {
-    let d = Dataset::init();
+fn undo_add_create_removes_a_still_empty_store(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
     let p1 = d.data().join("p1");
     d.ok(&[
         "add",
@@ -561,3 +533,16 @@ fn undo_add_create_removes_a_still_empty_store() {
     );
     assert!(p2.join("refs/branches/main.json").exists(), "kept");
 }
+for_each_vcs!(
+    abandon_trials_releases_only_their_pins,
+    abandon_with_gc_applies_and_refuses_a_dirty_tree,
+    a_second_clone_keeps_foreign_pins_until_release_foreign,
+    a_saved_gc_plan_goes_stale_after_a_new_commit,
+    prune_bookmarks_judges_gone_bookmarks_branches_by_their_head,
+    drop_of_a_failed_bookmark_leaves_the_stores_as_before,
+    drop_of_a_landed_bookmark_keeps_what_main_names,
+    forget_workspace_then_drop_the_loser,
+    recover_a_lost_dataset_repository,
+    gc_delete_stores_takes_away_only_what_tether_created,
+    undo_add_create_removes_a_still_empty_store,
+);

@@ -843,38 +843,35 @@ impl Dataset {
         std::fs::remove_file(self.root().join(path)).unwrap();
     }
 
-    /// A clone of the dataset repository at `dir`: `git clone`, `jj git clone`
-    /// of jj's git store.
+    /// A clone of the dataset repository at `dir`, its working copy on the
+    /// trunk `main`: `git clone`; jj: `jj git export` (a jj-only repository
+    /// keeps its bookmarks out of its git store until then), `jj git clone` of
+    /// that store, `jj bookmark track main@origin`, `jj new main`.
     pub fn clone_to(&self, dir: &Path) {
-        let (program, args): (std::ffi::OsString, Vec<String>) = if self.is_jj() {
-            let store = self.root().join(".jj/repo/store/git");
-            let src = if store.is_dir() { store } else { self.root() };
-            (
-                tether_testkit::jj().into(),
-                vec![
-                    "git".into(),
-                    "clone".into(),
-                    src.to_string_lossy().into_owned(),
-                    dir.to_string_lossy().into_owned(),
-                ],
-            )
-        } else {
-            (
-                "git".into(),
-                vec![
-                    "clone".into(),
-                    "-q".into(),
-                    self.root().to_string_lossy().into_owned(),
-                    dir.to_string_lossy().into_owned(),
-                ],
-            )
+        let run = |program: &std::ffi::OsStr, at: &Path, args: &[&str]| {
+            let out = self.command(program, at).args(args).output().unwrap();
+            assert!(out.status.success(), "{args:?}: {}", describe(&out));
         };
-        let out = self
-            .command(&program, self.tmp())
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "clone: {}", describe(&out));
+        let (src, dst) = (self.root(), dir.to_string_lossy().into_owned());
+        if !self.is_jj() {
+            run(
+                "git".as_ref(),
+                self.tmp(),
+                &["clone", "-q", src.to_str().unwrap(), &dst],
+            );
+            return;
+        }
+        let jj = std::ffi::OsString::from(tether_testkit::jj());
+        let store = src.join(".jj/repo/store/git");
+        let from = if store.is_dir() { store } else { src.clone() };
+        run(&jj, &src, &["git", "export"]);
+        run(
+            &jj,
+            self.tmp(),
+            &["git", "clone", from.to_str().unwrap(), &dst],
+        );
+        run(&jj, dir, &["bookmark", "track", "main@origin"]);
+        run(&jj, dir, &["new", "main"]);
     }
 
     /// Lose the repository and make a fresh, empty one of the same VCS in its place.
