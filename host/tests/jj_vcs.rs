@@ -392,3 +392,52 @@ fn init_on_existing_jj_history_and_a_users_own_edits_stay_in_the_working_copy() 
         "{status}"
     );
 }
+
+/// The tag files of a memory store: `refs/tags/*.json`, sorted.
+fn tag_files(store: &MemoryStore) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(store.root.join("refs/tags"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn after_jj_undo_of_a_dataset_commit_gc_releases_only_the_pins_it_made() {
+    let (d, store, _c1) = with_commit(Vcs::Jj);
+    let other = d.memory_store("other");
+    d.add_memory("other", &other);
+    d.ok(&["commit", "-m", "add other"]);
+    let (tags_before, other_before) = (tag_files(&store), tag_files(&other));
+
+    // The commit to be undone pins a new state of `imaging` only; `other`'s
+    // pin is the one the earlier commit made.
+    store.write(json!({"labels": "1"}), "relabel");
+    let out = d.ok(&["commit", "-m", "relabel", "--json"]);
+    let commit: Value = serde_json::from_str(&out).unwrap();
+    let pin = commit["pinned"]["zarr/imaging"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = d.head();
+    assert!(store.tag(&pin).is_some());
+    assert_eq!(tag_files(&store).len(), tags_before.len() + 1);
+
+    d.jj(&["undo"]);
+    d.jj(&["restore"]);
+    let out = d.ok(&["status"]);
+    let w = warnings(&out);
+    assert_eq!(w.len(), 1, "{out}");
+    assert!(w[0].contains(&c[..12]), "names the commit: {out}");
+
+    let r: Value = serde_json::from_str(&d.ok(&["gc", "--no-dry-run", "--json"])).unwrap();
+    assert_eq!(
+        r["unpinned"]["memory"],
+        json!([pin.trim_start_matches("tether.")]),
+        "{r}"
+    );
+    assert_eq!(tag_files(&store), tags_before, "exactly its pin went");
+    assert_eq!(tag_files(&other), other_before, "other's pin stays");
+    d.ok(&["verify"]);
+}
