@@ -441,3 +441,47 @@ fn after_jj_undo_of_a_dataset_commit_gc_releases_only_the_pins_it_made() {
     assert_eq!(tag_files(&other), other_before, "other's pin stays");
     d.ok(&["verify"]);
 }
+
+#[test]
+fn gc_and_drop_refuse_while_a_bookmark_is_conflicted() {
+    let (d, store, c1) = with_commit(Vcs::Jj);
+    store.write(json!({"labels": "1"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    let c2 = d.head();
+    // Two concurrent operations create `side` at sibling commits: jj keeps
+    // both targets, the bookmark conflicted (at an ancestor and its descendant
+    // jj would take the descendant).
+    d.jj(&["new", "--no-edit", &c1, "-m", "sibling"]);
+    let sibling = d.jj(&[
+        "log",
+        "--no-graph",
+        "-r",
+        &format!("children({c1}) ~ {c2}"),
+        "-T",
+        "commit_id",
+    ]);
+    let op = d.jj(&["op", "log", "--no-graph", "-n", "1", "-T", "id"]);
+    d.jj(&["bookmark", "create", "side", "-r", &sibling]);
+    d.jj(&["--at-op", &op, "bookmark", "create", "side", "-r", &c2]);
+    let listed = d.jj(&["bookmark", "list", "side"]);
+    assert!(listed.contains("conflict"), "{listed}");
+    let tags = store.tags();
+
+    for args in [
+        &["gc"][..],
+        &["gc", "--no-dry-run"],
+        &["drop", "side"],
+        &["drop", "side", "--no-dry-run"],
+    ] {
+        let before = d.written();
+        let err = stderr(&d.fails(args, 1));
+        assert!(err.contains("bookmark side is conflicted"), "{err}");
+        assert!(err.contains("jj bookmark set side"), "{err}");
+        assert_eq!(d.written(), before, "a refused {args:?} writes nothing");
+    }
+    assert_eq!(store.tags(), tags);
+
+    d.jj(&["bookmark", "set", "side", "-r", &c2]);
+    d.ok(&["gc", "--no-dry-run"]);
+    d.ok(&["drop", "side"]);
+}

@@ -63,6 +63,7 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
             "{b} is the trunk bookmark: it cannot be dropped"
         )));
     }
+    super::gc::refuse_conflicted_bookmarks(repo, "drop")?;
     let Some(head) = repo.vcs.branch_head(&b)? else {
         return Err(TetherError::Refused(format!(
             "no bookmark {b:?}: `git branch` lists them"

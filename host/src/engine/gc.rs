@@ -341,8 +341,29 @@ pub async fn plan(repo: &Repo, opts: &GcOptions) -> Result<Plan> {
     plan_with(repo, opts, &Without::default()).await
 }
 
+/// Refuse while the VCS holds a conflicted bookmark (jj, after concurrent
+/// moves): which commits are reachable, and so which pins are in use, is not
+/// settled until the user picks the bookmark's target.
+pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<()> {
+    let conflicted = repo.vcs.conflicted_bookmarks()?;
+    let Some(first) = conflicted.first() else {
+        return Ok(());
+    };
+    let (noun, is) = match conflicted.len() {
+        1 => ("bookmark", "is"),
+        _ => ("bookmarks", "are"),
+    };
+    Err(TetherError::Refused(format!(
+        "refusing to {command}: {noun} {} {is} conflicted in the VCS (moved concurrently), so \
+         which commits stay reachable is not settled; resolve it first (`jj bookmark set {first} \
+         -r REV`), then run `tether {command}` again",
+        conflicted.join(", ")
+    )))
+}
+
 /// A gc plan as if `without.commits` were gone (`drop`'s preview).
 pub async fn plan_with(repo: &Repo, opts: &GcOptions, without: &Without) -> Result<Plan> {
+    refuse_conflicted_bookmarks(repo, "gc")?;
     let ws = repo.workspace_for_plan()?;
     let checkouts = checkouts::live(repo)?;
     seed_pinned(repo, &checkouts)?;
