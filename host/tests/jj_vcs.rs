@@ -425,7 +425,19 @@ fn after_jj_undo_of_a_dataset_commit_gc_releases_only_the_pins_it_made() {
     assert_eq!(tag_files(&store).len(), tags_before.len() + 1);
 
     d.jj(&["undo"]);
+    // The working copy still holds the manifests the commit wrote: its pin is
+    // referenced, and gc keeps it until the working copy lets it go.
+    let plan = d.ok(&["gc"]);
+    assert!(
+        !plan.contains(&format!("unpin zarr/imaging [memory] {pin}")),
+        "{plan}"
+    );
     d.jj(&["restore"]);
+    let plan = d.ok(&["gc"]);
+    assert!(
+        plan.contains(&format!("unpin zarr/imaging [memory] {pin}")),
+        "{plan}"
+    );
     let out = d.ok(&["status"]);
     let w = warnings(&out);
     assert_eq!(w.len(), 1, "{out}");
