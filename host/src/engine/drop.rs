@@ -66,7 +66,11 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     super::gc::refuse_conflicted_bookmarks(repo, "drop")?;
     let Some(head) = repo.vcs.branch_head(&b)? else {
         return Err(TetherError::Refused(format!(
-            "no bookmark {b:?}: `git branch` lists them"
+            "no bookmark {b:?}: `{}` lists them",
+            match repo.vcs.kind() {
+                crate::vcs::VcsKind::Git => "git branch",
+                crate::vcs::VcsKind::Jj => "jj bookmark list",
+            }
         )));
     };
     let ws = repo.workspace_for_plan()?;
