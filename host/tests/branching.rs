@@ -499,3 +499,33 @@ for_each_vcs!(
     a_fork_a_store_refuses_keeps_the_others_and_a_rerun_finishes,
     two_worktrees_two_bookmarks_keep_one,
 );
+
+/// Objects of one branch scope (two keys on one memory store) share one
+/// branch: `new` forks it once (`share`), and `promote` moves it once.
+fn two_keys_on_one_store_share_a_branch(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
+    let store = d.memory_store("shared");
+    d.add_memory("left", &store);
+    d.add_memory("right", &store);
+    d.ok(&["commit", "-m", "adopt"]);
+    let wr = d.working_ref("both");
+    let plan = d.ok(&["new", "-b", "both", "--eager", "--dry-run"]);
+    assert!(plan.contains("fork left"), "{plan}");
+    assert!(plan.contains("share right"), "{plan}");
+    d.ok(&["new", "-b", "both", "--eager"]);
+    let written = store.write_on(&wr, json!({"x": 1}), "both write");
+    d.ok(&["commit", "-m", "both"]);
+    let plan = d.ok(&["promote", "--dry-run"]);
+    assert!(plan.contains("fast-forward left"), "{plan}");
+    assert!(plan.contains("share right"), "{plan}");
+    let r = json_of(&d.ok(&["promote", "--json"]));
+    assert_eq!(r["fast_forwarded"]["left"], json!({"snapshot_id": written}));
+    assert_eq!(
+        r["fast_forwarded"]["right"],
+        json!({"snapshot_id": written})
+    );
+    assert!(r["trunk_moved"].is_string(), "{r}");
+    assert_eq!(store.head(), written);
+}
+
+for_each_vcs!(two_keys_on_one_store_share_a_branch);

@@ -91,6 +91,8 @@ impl PromoteReport {
 
 /// What the stores say about one object.
 struct Probe {
+    /// The backend's branch scope: objects in one share a branch.
+    scope: String,
     base: Value,
     branch: Option<Value>,
     /// Whether the base is an ancestor of (or is) the state to land.
@@ -218,6 +220,7 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
         let client = repo.client(m).await?;
         let wr = working_ref.clone();
         calls.push((k.clone(), async move {
+            let scope = client.branch_scope().await?;
             let base = client.fingerprint(None).await?;
             let branch = match &wr {
                 Some(r) => branch_head(&client, r).await?,
@@ -225,6 +228,7 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
             };
             let base_behind = client.ancestor_of(&base, &landing).await?;
             Ok::<_, BackendError>(Probe {
+                scope,
                 base,
                 branch,
                 base_behind,
@@ -233,6 +237,8 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
     }
     let probes: BTreeMap<String, Probe> = fan_out(calls).await.into_result()?.into_iter().collect();
 
+    // (kind, scope) -> (the member that moves the branch, what it lands)
+    let mut scopes: BTreeMap<(String, String), (String, Value)> = BTreeMap::new();
     for (k, probe) in &probes {
         let m = &manifests[k];
         let d = &descriptors[&m.kind];
@@ -256,6 +262,24 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
         };
         let landing_c = super::fork::content_of(&landing, d);
         let base_c = super::fork::content_of(&probe.base, d);
+        // Objects of one branch scope move one branch: the first member
+        // plans the move, the others share it.
+        let scope_id = (m.kind.clone(), probe.scope.clone());
+        if let Some((leader, leader_c)) = scopes.get(&scope_id) {
+            let action = if *leader_c == landing_c {
+                base_action(verb::SHARE)
+                    .with_param("leader", json!(leader))
+                    .with_detail(format!("shares {leader}'s branch and moves with it"))
+            } else {
+                base_action(verb::REFUSE).with_detail(format!(
+                    "shares a branch with {leader}, but its commit pinned another state of it; \
+                     commit them together"
+                ))
+            };
+            outcomes.insert(k.clone(), action);
+            continue;
+        }
+        scopes.insert(scope_id, (k.clone(), landing_c.clone()));
         if let (Some(branch), Some(r)) = (&probe.branch, ws.working_refs.get(k))
             && super::fork::content_of(branch, d) != landing_c
         {
@@ -530,6 +554,15 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
         && report.conflicts.is_empty()
         && report.merged.is_empty()
         && report.fast_forwarded.len() == moves.len();
+    // Members of a branch scope landed with the member that moved it.
+    for a in plan.actions.iter().filter(|a| a.verb == verb::SHARE) {
+        let leader = a.params.get("leader").and_then(Value::as_str).unwrap_or("");
+        if let Some(state) = report.fast_forwarded.get(leader).cloned() {
+            report.fast_forwarded.insert(a.key.clone(), state);
+        } else if let Some(state) = report.merged.get(leader).cloned() {
+            report.merged.insert(a.key.clone(), state);
+        }
+    }
     if move_trunk && all_landed {
         let trunk = ctx("trunk").as_str().unwrap_or_default().to_string();
         let from = ctx("trunk_from").as_str().map(CommitId::new);
