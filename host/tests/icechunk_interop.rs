@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use support::{Dataset, describe, lines};
+use support::{Dataset, describe, lines, stdout};
 use tether::plugin::{
     BackendError, Expected, ObjectClient, Plugin, Runtime, RuntimeConfig, Target, VerifyStatus,
 };
@@ -658,4 +658,49 @@ out({"tags": tags, "recreated": recreated})
     );
     let tags = python_tags(&cube);
     assert_eq!(tags[format!("{tag}.2")], second, "{tags}");
+}
+
+/// Worked example 4's repair on Icechunk: Python deletes our pin's tag by
+/// hand; `verify` reports it missing, `repair` recreates the pin under the
+/// next generation (Icechunk never reuses a deleted tag's name), `verify`
+/// says `pinned as ….2`, and Python reads the same values through it.
+#[test]
+fn repair_recreates_a_deleted_tag_as_the_next_generation() {
+    let d = Dataset::init();
+    let cube = d.data().join("cube.icechunk");
+    let first = python_repository(&cube);
+    d.ok(&["add", "../data/cube.icechunk", "--kind", "icechunk"]);
+    let out = d.ok(&["commit", "-m", "first"]);
+    let tag = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pinned cube -> "))
+        .unwrap_or_else(|| panic!("the commit pins cube:\n{out}"))
+        .to_string();
+    py(
+        "open_repo(sys.argv[1]).delete_tag(sys.argv[2]); out(True)",
+        &[s(&cube), &tag],
+    );
+    let out = d.tether(&["verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(stdout(&out).contains("missing"), "{}", describe(&out));
+
+    let plan = d.ok(&["repair", "--dry-run"]);
+    assert!(plan.contains("repin cube"), "{plan}");
+    d.ok(&["repair"]);
+    let verified = d.ok(&["verify"]);
+    assert!(
+        verified.contains(&format!("ok cube: pinned as {tag}.2")),
+        "{verified}"
+    );
+    let tags = python_tags(&cube);
+    assert_eq!(tags[format!("{tag}.2")], json!(first), "{tags}");
+    let values = py(
+        r#"
+repo = open_repo(sys.argv[1])
+session = repo.readonly_session(tag=sys.argv[2])
+out([int(v) for v in zarr.open_array(session.store, path="temp", mode="r")[:]])
+"#,
+        &[s(&cube), &format!("{tag}.2")],
+    );
+    assert_eq!(values, json!([1, 2, 3, 4]));
 }
