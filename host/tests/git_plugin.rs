@@ -652,3 +652,20 @@ fn the_code_story_add_commit_bookmark_diff_and_promote() {
     );
     assert_eq!(git(&["fsck", "--strict", "--no-dangling"]), "");
 }
+
+/// spec/10, "Security model": a `git` object's path must be outside the
+/// dataset's checkout; the repository the dataset lives in, a directory in
+/// it, or one that contains it are refused at `add`, and nothing is written.
+#[test]
+fn the_datasets_own_checkout_is_refused_as_a_git_object() {
+    let d = Dataset::init();
+    let before = d.written();
+    for target in [".", "sub", ".."] {
+        std::fs::create_dir_all(d.root().join("sub")).unwrap();
+        let out = d.tether(&["add", "code", "--kind", "git", target]);
+        assert_eq!(out.status.code(), Some(1), "{target}: {}", describe(&out));
+        let err = support::stderr(&out);
+        assert!(err.contains("overlaps the dataset's checkout"), "{err}");
+    }
+    assert_eq!(d.written(), before);
+}

@@ -102,6 +102,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         }
     };
     key::validate_key(&key)?;
+    refuse_checkout_overlap(repo, &plugin, &locator, &key)?;
     let _locks = repo.lock()?;
     if repo.manifests()?.contains_key(&key) {
         return Err(TetherError::KeyTaken { key });
@@ -231,6 +232,43 @@ async fn create_store(
         working_ref = Some(name);
     }
     Ok((state, working_ref))
+}
+
+/// A directory the plugin gets as a real filesystem (its `describe-fs` keys,
+/// e.g. a git object's `path`) must lie outside the dataset's checkout and
+/// must not contain it: the checkout's files came with the clone, and the
+/// plugin writes where it is granted (spec/10, "Security model").
+fn refuse_checkout_overlap(
+    repo: &Repo,
+    plugin: &crate::plugin::Plugin,
+    locator: &Map<String, Value>,
+    key: &str,
+) -> Result<()> {
+    let checkout = repo
+        .vcs
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| repo.vcs.root().to_path_buf());
+    for field in plugin.filesystem_keys() {
+        let Some(raw) = locator.get(field).and_then(Value::as_str) else {
+            continue;
+        };
+        let path = Path::new(raw);
+        if !path.is_absolute() {
+            continue;
+        }
+        let resolved = path.canonicalize().unwrap_or_else(|_| normalize(path));
+        if resolved.starts_with(&checkout) || checkout.starts_with(&resolved) {
+            return Err(TetherError::Refused(format!(
+                "{key}: {field} = {raw} overlaps the dataset's checkout ({}): a {} object must \
+                 live outside it (do not register the repository the dataset lives in; every \
+                 `tether commit` would move it)",
+                checkout.display(),
+                plugin.kind()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A relative local path is resolved against the directory `add` ran in and
