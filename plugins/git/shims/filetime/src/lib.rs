@@ -1,7 +1,7 @@
 //! A std-only stand-in for the read side of `filetime` 0.2, written for
 //! tether's git plugin (`plugins/git`), which runs gix as a wasm32-wasip2
-//! component: the real crate's backend for wasm targets panics
-//! (`unimplemented!()`) when asked for a file's times, and gix-index asks for
+//! component: the real crate's backend for wasm targets panics (it has no
+//! implementation there) when asked for a file's times, and gix-index asks for
 //! the index file's mtime every time it opens `.git/index`
 //! (research/formats.md §3.3).
 //!
