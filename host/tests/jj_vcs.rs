@@ -497,3 +497,30 @@ fn gc_and_drop_refuse_while_a_bookmark_is_conflicted() {
     d.ok(&["gc", "--no-dry-run"]);
     d.ok(&["drop", "side"]);
 }
+
+/// spec/07: gc and drop refuse while a conflict in `.tether/` stands that no
+/// later commit resolved (a conflicted manifest is several answers); once
+/// resolved, they run.
+#[test]
+fn gc_and_drop_refuse_an_unresolved_conflict_in_the_datasets_files() {
+    let (d, _store, c1) = with_commit(Vcs::Jj);
+    let manifest = d.root().join(".tether/objects/zarr/imaging.toml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    let mut sides = Vec::new();
+    for side in ["a", "b"] {
+        d.jj(&["new", &c1, "-m", &format!("side {side}")]);
+        std::fs::write(&manifest, format!("{original}# side {side}\n")).unwrap();
+        d.jj(&["commit", "-m", &format!("edit {side}")]);
+        sides.push(d.jj(&["log", "--no-graph", "-r", "@-", "-T", "commit_id"]));
+    }
+    d.jj(&["new", &sides[0], &sides[1], "-m", "merge"]);
+    for args in [&["gc"][..], &["gc", "--no-dry-run"]] {
+        let err = stderr(&d.fails(args, 1));
+        assert!(err.contains("conflict in the dataset's files"), "{err}");
+        assert!(err.contains(".tether/objects/zarr/imaging.toml"), "{err}");
+    }
+    // Resolved in the working copy, which jj records on its next snapshot.
+    std::fs::write(&manifest, &original).unwrap();
+    d.jj(&["status"]);
+    d.ok(&["gc"]);
+}

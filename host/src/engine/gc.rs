@@ -345,6 +345,19 @@ pub async fn plan(repo: &Repo, opts: &GcOptions) -> Result<Plan> {
 /// moves): which commits are reachable, and so which pins are in use, is not
 /// settled until the user picks the bookmark's target.
 pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<()> {
+    // A conflicted manifest no later commit resolved is several answers to
+    // what the dataset references.
+    let prefix = repo.vcs_path(&repo.layout.dot_dir());
+    if let Some((commit, paths)) = repo.vcs.unresolved_conflicts(&prefix)?.first() {
+        return Err(TetherError::Refused(format!(
+            "refusing to {command}: commit {} has a conflict in the dataset's files ({}) that no \
+             later commit resolved, so what the dataset references is not settled; resolve it \
+             first (`jj resolve`, or edit the files and `tether commit`), then run `tether \
+             {command}` again",
+            commit.short12(),
+            paths.join(", ")
+        )));
+    }
     let conflicted = repo.vcs.conflicted_bookmarks()?;
     let Some(first) = conflicted.first() else {
         return Ok(());

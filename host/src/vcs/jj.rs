@@ -690,6 +690,41 @@ impl Vcs for JjVcs {
         Ok(set.into_iter().collect())
     }
 
+    fn unresolved_conflicts(&self, prefix: &str) -> Result<Vec<(CommitId, Vec<String>)>> {
+        let prefix = super::normalize_prefix(prefix)?;
+        let heads = self.run(
+            &[
+                "log",
+                "--no-graph",
+                "-r",
+                "heads(all()) & conflicts()",
+                "-T",
+                r#"self.commit_id() ++ "\n""#,
+            ],
+            None,
+        )?;
+        let mut out = Vec::new();
+        for id in heads.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // `jj resolve --list` prints one conflicted path per line, then
+            // what kind of conflict it is.
+            let listed = match self.run(&["resolve", "--list", "-r", id], None) {
+                Ok(text) => text,
+                Err(VcsError::Jj { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let paths: Vec<String> = listed
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|p| super::under_prefix(p, &prefix))
+                .map(str::to_owned)
+                .collect();
+            if !paths.is_empty() {
+                out.push((CommitId::new(id), paths));
+            }
+        }
+        Ok(out)
+    }
+
     fn read_file(&self, commit: &CommitId, path: &str) -> Result<Option<Vec<u8>>> {
         gitimpl::read_file_at(&self.git(), commit, path)
     }

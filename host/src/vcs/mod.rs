@@ -246,6 +246,13 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         Ok(Vec::new())
     }
 
+    /// Conflicts under `prefix` that no later commit resolved: the visible head
+    /// commits (working copies included) that carry one, with the conflicted
+    /// paths. A git commit never records a conflict, so git has none.
+    fn unresolved_conflicts(&self, _prefix: &str) -> Result<Vec<(CommitId, Vec<String>)>> {
+        Ok(Vec::new())
+    }
+
     /// Resolves a user's `REV` (full or short sha, branch, tag, `HEAD~2`, ...) to a
     /// commit, refusing an unknown or ambiguous one with [`VcsError::UnknownRevision`].
     fn resolve(&self, rev: &str) -> Result<CommitId>;
