@@ -59,18 +59,31 @@ enum Command {
     Set(set::Args),
     /// Unregister an object (deletes its manifest only).
     Remove(remove::Args),
-    /// Reset objects' working branches to what a commit pinned, or to a native ref.
-    Restore(restore::Args),
     /// Each object's state against its manifest.
     Status(status::Args),
     /// Fingerprint objects now and cache their states.
     Snapshot(snapshot::Args),
+    /// Fetch the heads of this bookmark's branches and commit them onto it.
+    ///
+    /// The dataset's `git fetch` + rebase. On the trunk that is every
+    /// object's upstream branch -- and, for systems without branches, the
+    /// object itself: a table's current version, a directory's contents.
+    /// What differs from the bookmark's commit is pinned and committed on the
+    /// bookmark, which moves. Nothing moved: no commit. An immutable file that
+    /// changed is refused. `undo` uncommits it (pins stay). `--key` pulls only
+    /// those objects, and commits only their manifests, as `commit KEY...`
+    /// does.
+    Pull(pull::Args),
     /// Pin mutable objects and record their state in the manifests, then commit them.
     Commit(commit::Args),
     /// Start working on a bookmark: its store branches become your working refs.
     New(new::Args),
     /// Print a native handle for an object (address on stdout).
     Open(open::Args),
+    /// Reset objects' working branches to what a commit pinned, or to a native ref.
+    Restore(restore::Args),
+    /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
+    Promote(promote::Args),
     /// Check that recorded states and pins still resolve.
     Verify(verify::Args),
     /// Show object-level manifest differences between two revisions.
@@ -85,14 +98,8 @@ enum Command {
     Drop(drop::Args),
     /// Retire a checkout (git worktree remove) and its tether state; no store branch is touched.
     ForgetWorkspace(forget_workspace::Args),
-    /// List what the stores hold of a lost dataset, and the steps to take it back.
-    Recover(recover::Args),
     /// Show this checkout's operation log.
     Ops(ops::Args),
-    /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
-    Promote(promote::Args),
-    /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
-    Plugin(plugin::Args),
     /// Reverse an operation where the stores still allow it.
     ///
     /// commit/pull: uncommit (manifests become working-tree changes; pins
@@ -110,17 +117,6 @@ enum Command {
     ///
     /// Exit code 3 when part of the work could not be reversed; the rest was.
     Undo(undo::Args),
-    /// Fetch the heads of this bookmark's branches and commit them onto it.
-    ///
-    /// The dataset's `git fetch` + rebase. On the trunk that is every
-    /// object's upstream branch -- and, for systems without branches, the
-    /// object itself: a table's current version, a directory's contents.
-    /// What differs from the bookmark's commit is pinned and committed on the
-    /// bookmark, which moves. Nothing moved: no commit. An immutable file that
-    /// changed is refused. `undo` uncommits it (pins stay). `--key` pulls only
-    /// those objects, and commits only their manifests, as `commit KEY...`
-    /// does.
-    Pull(pull::Args),
     /// Recreate missing pins and working branches from the manifests.
     ///
     /// A manifest promises "this pin names this state". If the native ref is
@@ -132,6 +128,10 @@ enum Command {
     /// repairs only those objects: only their pins and working branches are
     /// checked, and only their stores contacted.
     Repair(repair::Args),
+    /// List what the stores hold of a lost dataset, and the steps to take it back.
+    Recover(recover::Args),
+    /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
+    Plugin(plugin::Args),
 }
 
 /// Parse the command line, run the command, and turn its outcome into the
