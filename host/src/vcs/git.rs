@@ -19,13 +19,13 @@
 //! only once the commit exists. A refusal anywhere before that leaves index and branch
 //! as they were.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use git2::{
     BranchType, CheckoutNotificationType, Config, ConfigLevel, ErrorCode, ObjectType, Oid,
@@ -1869,36 +1869,8 @@ impl Drop for LockFile {
     }
 }
 
-/// The cached outcome of `git --version` per executable: the parsed version (`None`
-/// for an unparseable banner), or why it could not run.
-type VersionCache = Mutex<BTreeMap<PathBuf, std::result::Result<Option<GitVersion>, String>>>;
-
 pub(super) fn require_git_version(exe: &Path, env: &VcsEnv) -> Result<Option<GitVersion>> {
-    static CACHE: OnceLock<VersionCache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let outcome = {
-        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .entry(exe.to_owned())
-            .or_insert_with(|| {
-                let out = Command::new(exe)
-                    .arg("--version")
-                    .env_clear()
-                    .envs(env.vars())
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| e.to_string())?;
-                if !out.status.success() {
-                    return Err(format!(
-                        "{} ({})",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ));
-                }
-                Ok(parse_git_version(&String::from_utf8_lossy(&out.stdout)))
-            })
-            .clone()
-    };
+    let outcome = super::version_banner(exe, env).map(|text| parse_git_version(&text));
     match outcome {
         Err(detail) => Err(VcsError::GitUnavailable {
             exe: exe.to_owned(),

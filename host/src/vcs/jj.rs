@@ -34,7 +34,7 @@
 //!   by the executable's path, size and modification time (so it costs no process
 //!   while the same jj is in use).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1451,36 +1451,10 @@ impl std::fmt::Display for JjVersion {
     }
 }
 
-type JjVersionCache = Mutex<BTreeMap<PathBuf, std::result::Result<Option<JjVersion>, String>>>;
-
 /// Refuses a jj older than [`MIN_JJ_VERSION`]: `exe --version` once per process and
 /// executable. An unparseable banner passes (a custom build), as for git.
 pub fn require_jj_version(exe: &Path, env: &VcsEnv) -> Result<Option<JjVersion>> {
-    static CACHE: OnceLock<JjVersionCache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let outcome = {
-        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .entry(exe.to_owned())
-            .or_insert_with(|| {
-                let out = Command::new(exe)
-                    .arg("--version")
-                    .env_clear()
-                    .envs(env.vars())
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| e.to_string())?;
-                if !out.status.success() {
-                    return Err(format!(
-                        "{} ({})",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ));
-                }
-                Ok(parse_jj_version(&String::from_utf8_lossy(&out.stdout)))
-            })
-            .clone()
-    };
+    let outcome = super::version_banner(exe, env).map(|text| parse_jj_version(&text));
     let min = JjVersion(MIN_JJ_VERSION.0, MIN_JJ_VERSION.1, MIN_JJ_VERSION.2);
     match outcome {
         Err(detail) => Err(VcsError::JjUnavailable {

@@ -392,6 +392,35 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     fn remove_worktree(&self, path: &Path, force: bool) -> Result<()>;
 }
 
+/// `exe --version`'s output, run once per process and executable (git's and
+/// jj's version floors both read it), or why it could not run.
+pub(crate) fn version_banner(exe: &Path, env: &VcsEnv) -> std::result::Result<String, String> {
+    type Banners = std::sync::Mutex<BTreeMap<PathBuf, std::result::Result<String, String>>>;
+    static CACHE: std::sync::OnceLock<Banners> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    cache
+        .entry(exe.to_owned())
+        .or_insert_with(|| {
+            let out = std::process::Command::new(exe)
+                .arg("--version")
+                .env_clear()
+                .envs(env.vars())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} ({})",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+        .clone()
+}
+
 /// Which adapter [`detect`] opens when a directory holds both `.jj` and `.git`
 /// (`[vcs] prefer` in `tether.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
