@@ -596,6 +596,7 @@ fn undo_of_gc_remembers_forgotten_refs_and_reports_released_pins() {
     d.ok(&["new", "-b", "x"]);
     d.ok(&["open", "db", "--writable"]);
     let b = s.branch("x");
+    let before: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
     d.ok(&["remove", "db"]);
     d.ok(&["gc", "--no-dry-run"]);
     let gc_id = s.newest("gc");
@@ -614,6 +615,16 @@ fn undo_of_gc_remembers_forgotten_refs_and_reports_released_pins() {
     );
     let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
     assert_eq!(ws["working_refs"]["db"].as_str(), Some(b.as_str()), "{ws}");
+    // ... with the fork point `promote` compares against and the base state
+    // the stale check reads, exactly as before gc forgot them.
+    for table in ["fork_points", "base_states"] {
+        assert!(before[table].get("db").is_some(), "{table}: {before}");
+        assert_eq!(
+            ws[table].get("db"),
+            before[table].get("db"),
+            "{table}: {ws}"
+        );
+    }
 
     // A pin only a commit git no longer has referenced is released by gc;
     // undo cannot bring it back.

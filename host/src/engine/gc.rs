@@ -1034,7 +1034,14 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
                     .iter()
                     .map(|a| (
                         a.key.clone(),
-                        json!({"ref": a.target, "pending": ws.pending_forks.get(&a.key) == Some(&a.target)})
+                        json!({
+                            "ref": a.target,
+                            "pending": ws.pending_forks.get(&a.key) == Some(&a.target),
+                            // What `undo gc` needs to make the ref usable again.
+                            "fork_point": ws.fork_points.get(&a.key),
+                            "base_state": ws.base_states.get(&a.key),
+                            "pending_reset": ws.pending_resets.get(&a.key),
+                        })
                     ))
                     .collect::<BTreeMap<_, _>>()
             ),

@@ -47,6 +47,7 @@ use super::commit::brief;
 use super::error::{Result, TetherError};
 use super::fork::branch_head;
 use super::repo::{Repo, content};
+use crate::model::workspace::State;
 use crate::model::{Manifest, WorkspaceState, manifest};
 use crate::oplog::{NewOp, OpEntry, OpHandle, OplogError};
 use crate::plugin::{Descriptor, ObjectClient};
@@ -1053,8 +1054,25 @@ fn undo_set(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()
 
 // ------------------------------------------------------------------- gc
 
-/// `gc`: remember the working refs it forgot and write back the listings it
-/// deleted; its released pins and deleted branches cannot come back.
+/// A working ref `gc` forgot, as its journal entry saved it.
+struct Remembered {
+    key: String,
+    name: String,
+    pending: bool,
+    fork_point: Option<State>,
+    base_state: Option<State>,
+    pending_reset: Option<State>,
+}
+
+/// A state `gc` saved beside a forgotten working ref (absent in entries
+/// written before it saved them, which then come back without it).
+fn saved_state(saved: &Value, field: &str) -> Option<State> {
+    saved.get(field).and_then(Value::as_object).cloned()
+}
+
+/// `gc`: remember the working refs it forgot, with their fork points, and
+/// write back the listings it deleted; its released pins and deleted
+/// branches cannot come back.
 fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
     let gc = target.result.get("report").cloned().unwrap_or(Value::Null);
     let forgotten: BTreeSet<String> = gc
@@ -1084,7 +1102,14 @@ fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()>
             continue;
         }
         let pending = saved.get("pending").and_then(Value::as_bool) == Some(true);
-        remembered.push((key.clone(), name.to_string(), pending));
+        remembered.push(Remembered {
+            key: key.clone(),
+            name: name.to_string(),
+            pending,
+            fork_point: saved_state(saved, "fork_point"),
+            base_state: saved_state(saved, "base_state"),
+            pending_reset: saved_state(saved, "pending_reset"),
+        });
     }
     let saved_listings = target
         .pre
@@ -1128,18 +1153,29 @@ fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()>
 
     let mut op = start(repo, target, report)?;
     if !remembered.is_empty() {
-        for (key, name, pending) in &remembered {
-            if *pending {
-                ws.pending_forks.insert(key.clone(), name.clone());
+        for r in &remembered {
+            let key = &r.key;
+            if r.pending {
+                ws.pending_forks.insert(key.clone(), r.name.clone());
             } else {
-                ws.working_refs.insert(key.clone(), name.clone());
+                ws.working_refs.insert(key.clone(), r.name.clone());
+            }
+            let states = [
+                (&mut ws.fork_points, &r.fork_point),
+                (&mut ws.base_states, &r.base_state),
+                (&mut ws.pending_resets, &r.pending_reset),
+            ];
+            for (map, state) in states {
+                if let Some(state) = state {
+                    map.insert(key.clone(), state.clone());
+                }
             }
             report
                 .restored
-                .push(format!("{key}: working ref {name} remembered again"));
+                .push(format!("{key}: working ref {} remembered again", r.name));
         }
         repo.save_workspace(&ws)?;
-        op.progress(json!({"remembered": remembered.iter().map(|(k, n, _)| (k.clone(), n.clone())).collect::<BTreeMap<_, _>>()}))?;
+        op.progress(json!({"remembered": remembered.iter().map(|r| (r.key.clone(), r.name.clone())).collect::<BTreeMap<_, _>>()}))?;
     }
     let dir = repo.layout.listings_dir();
     for (name, text) in listings {

@@ -134,7 +134,8 @@ pub struct OpEntry {
     /// When it started (UTC, ISO 8601).
     pub at: String,
     pub command: String,
-    /// The plan it applied (`None` for direct operations: pull, undo, add).
+    /// The plan it applied (`None` for direct operations: add, set, remove,
+    /// abandon, undo, a lazy fork on `open`).
     pub plan: Option<Value>,
     /// What happened; `{}` until completion.
     pub result: Value,
