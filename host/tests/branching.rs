@@ -529,3 +529,49 @@ fn two_keys_on_one_store_share_a_branch(vcs: Vcs) {
 }
 
 for_each_vcs!(two_keys_on_one_store_share_a_branch);
+
+/// `new --keep`: the working refs stay exactly where they are (nothing is
+/// reset, nothing forked) and only the baseline becomes the current
+/// commit's, so a working copy left stale by a bookmark moved by hand can
+/// commit its branch's writes again. Under jj this is also how a working
+/// copy that `jj new` moved past the bookmark comes back to it.
+fn new_keep_keeps_the_branches_and_refreshes_the_baseline(vcs: Vcs) {
+    let (d, img) = dataset(vcs);
+    let wr = d.working_ref("keep");
+    d.ok(&["new", "-b", "keep", "--eager"]);
+    let one = img.write_on(&wr, json!({"labels": "one"}), "one");
+    d.ok(&["commit", "-m", "one"]);
+    d.discard_last_commit();
+    assert!(d.ok(&["status"]).contains("(STALE: img)"));
+    let refs_before: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
+
+    let err = stderr(&d.fails(&["new", "--keep", "--adopt"], 2));
+    assert!(err.contains("--keep"), "{err}");
+    let plan = d.ok(&["new", "--keep", "--dry-run"]);
+    assert!(
+        plan.contains("--keep: working refs stay as they are"),
+        "{plan}"
+    );
+    assert!(!plan.contains("reset onto pin"), "{plan}");
+
+    if vcs != Vcs::Git {
+        // The working copy moved past the bookmark: commit refuses until
+        // `new NAME --keep` brings it back.
+        d.jj(&["new"]);
+        d.jj(&["new"]);
+        d.fails(&["commit", "-m", "lost"], 1);
+    }
+    d.ok(&["new", "keep", "--keep"]);
+    let ws: toml::Value = toml::from_str(&d.workspace_text()).unwrap();
+    assert_eq!(ws["working_refs"], refs_before["working_refs"], "{ws}");
+    assert_ne!(ws["base_states"], refs_before["base_states"], "{ws}");
+    assert_eq!(img.branch(&wr), Some(one.clone()), "not reset");
+    let status = d.ok(&["status"]);
+    assert!(!status.contains("STALE"), "{status}");
+    assert!(status.contains("modified img"), "{status}");
+
+    d.ok(&["commit", "-m", "one, again"]);
+    assert_eq!(img.tag(&pin_of(&d, "img")), Some(one));
+    assert_eq!(d.current_bookmark(), "keep");
+}
+for_each_vcs!(new_keep_keeps_the_branches_and_refreshes_the_baseline);

@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long)]
     shared: bool,
     /// Keep the current working refs; only refresh the baseline.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "adopt")]
     keep: bool,
     /// Create every working branch now.
     #[arg(long, conflicts_with = "lazy")]

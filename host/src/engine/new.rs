@@ -205,6 +205,13 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
             "--discard resets branches and --adopt takes them as they are: give one".into(),
         ));
     }
+    if opts.keep && opts.adopt {
+        return Err(TetherError::Refused(
+            "--keep leaves the working refs as they are and --adopt replaces them with the \
+             bookmark's existing branches: give one"
+                .into(),
+        ));
+    }
     let ws = repo.workspace_for_plan()?;
     let dest = destination(repo, &ws, opts)?;
     let trunk = dest.bookmark.as_deref() == Some(repo.config.trunk.as_str());
