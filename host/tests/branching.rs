@@ -575,3 +575,57 @@ fn new_keep_keeps_the_branches_and_refreshes_the_baseline(vcs: Vcs) {
     assert_eq!(d.current_bookmark(), "keep");
 }
 for_each_vcs!(new_keep_keeps_the_branches_and_refreshes_the_baseline);
+
+/// spec/09 "promote": exit 3 when part of it landed. Both stores moved
+/// upstream since the fork, so both need a merge; `a`'s merges cleanly and
+/// lands, `b`'s conflicts and changes nothing. The trunk bookmark stays, and
+/// once `b` is resolved on its branch a second round finishes.
+fn promote_exits_3_when_only_part_of_it_lands(vcs: Vcs) {
+    let d = Dataset::init_in(vcs);
+    let a = d.memory_store("a");
+    let b = d.memory_store("b");
+    d.add_memory("a", &a);
+    d.add_memory("b", &b);
+    d.ok(&["commit", "-m", "adopt"]);
+    let trunk = d.bookmark("main");
+    let wr = d.working_ref("feature");
+    d.ok(&["new", "-b", "feature", "--eager"]);
+    a.write_on(&wr, json!({"x": 1}), "a on the fork");
+    b.write_on(&wr, json!({"y": 1}), "b on the fork");
+    d.ok(&["commit", "-m", "work"]);
+    a.write(json!({"z": 1}), "a upstream");
+    let b_upstream = b.write(json!({"y": 2}), "b upstream, same key");
+
+    let out = d.tether(&["promote", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let r = json_of(&stdout(&out));
+    let merged = r["merged"]["a"]["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(a.head(), merged);
+    assert_eq!(a.payload(&merged), json!({"x": 1, "z": 1}));
+    let why = r["conflicts"]["b"].to_string() + &r["failed"]["b"].to_string();
+    assert!(why.contains('y'), "b's conflict names the key: {r}");
+    assert_eq!(b.head(), b_upstream, "a conflicting merge changes nothing");
+    assert_eq!(r["trunk_moved"], Value::Null);
+    assert_eq!(d.bookmark("main"), trunk);
+    let op = d.newest_op();
+    assert_eq!(op["command"], "promote");
+    assert!(op["result"].get("summary").is_some(), "finished: {op}");
+
+    // a's branch now follows the merge (commit pins it); a plain `status`
+    // shows that rather than the snapshot taken before promote moved it.
+    let status = d.ok(&["status"]);
+    assert!(status.contains("modified a [memory/forkable]"), "{status}");
+    assert!(status.contains("clean b [memory/forkable]"), "{status}");
+    // Resolve b on its branch, commit, and land the rest.
+    b.write_on(&wr, json!({"y": 2, "w": 1}), "b resolved");
+    d.ok(&["commit", "-m", "resolve b"]);
+    d.ok(&["promote"]);
+    d.ok(&["commit", "-m", "after the merges"]);
+    d.ok(&["promote"]);
+    assert_eq!(b.payload(&b.head()), json!({"y": 2, "w": 1}));
+    assert_ne!(d.bookmark("main"), trunk, "the trunk moved at last");
+}
+for_each_vcs!(promote_exits_3_when_only_part_of_it_lands);

@@ -502,6 +502,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
                             if let Some(s) = state.as_object() {
                                 ws.fork_points.insert(k.clone(), s.clone());
                             }
+                            super::snapshot::invalidate(&mut ws, [&k]);
                         }
                         Err(e) => {
                             report.kept_forks.insert(

@@ -289,6 +289,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
         if let Some(s) = a.params.get("state").and_then(Value::as_object) {
             ws.fork_points.insert(k.clone(), s.clone());
         }
+        super::snapshot::invalidate(&mut ws, [&k]);
         report.working_refs.insert(k.clone(), a.target.clone());
         report
             .states

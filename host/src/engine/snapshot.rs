@@ -110,6 +110,21 @@ pub fn record(ws: &mut WorkspaceState, states: &Fingerprints) {
     ws.last_snapshot_at = Some(time::now_timestamp());
 }
 
+/// Forget the cached fingerprints of objects whose working branch tether
+/// itself just moved (a promote's reset onto a merge, a restore, an undo):
+/// the next `status` takes a fresh snapshot instead of showing the old head.
+pub fn invalidate<'a>(ws: &mut WorkspaceState, keys: impl IntoIterator<Item = &'a String>) {
+    let mut any = false;
+    for k in keys {
+        ws.last_snapshot.remove(k);
+        ws.last_snapshot_errors.remove(k);
+        any = true;
+    }
+    if any {
+        ws.last_snapshot_at = None;
+    }
+}
+
 /// The cached fingerprint of `key`, as the last snapshot left it.
 pub fn cached(
     ws: &WorkspaceState,

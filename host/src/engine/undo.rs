@@ -829,13 +829,7 @@ fn restore_workspace(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
     }
     if !restored.is_empty() {
         // The cached snapshot read other branches for these objects.
-        for k in &touched_keys {
-            ws.last_snapshot.remove(k);
-            ws.last_snapshot_errors.remove(k);
-        }
-        if !touched_keys.is_empty() {
-            ws.last_snapshot_at = None;
-        }
+        super::snapshot::invalidate(&mut ws, &touched_keys);
         repo.save_workspace(&ws)?;
     }
     if skipped.is_empty() {
