@@ -1,3 +1,6 @@
+//! Unit tests of the operation log: entries on disk before a side effect,
+//! progress and completion, torn tails, ids, and what `undo` may pick.
+
 use super::*;
 use std::io::Write;
 

@@ -1,3 +1,6 @@
+//! Unit tests of plans: digest, wire shape, save/load, edited and foreign
+//! plans refused, and every precondition checked and named.
+
 use super::*;
 use serde_json::json;
 
