@@ -108,7 +108,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         return Err(TetherError::KeyTaken { key });
     }
     let locator_value = Value::Object(locator.clone());
-    repo.client_for(&plugin, &locator_value)
+    repo.client_for_key(&plugin, &locator_value, &key)
         .validate_locator()
         .await
         .map_err(|e| TetherError::backend(&key, e))?;
@@ -235,9 +235,10 @@ async fn create_store(
 }
 
 /// A directory the plugin gets as a real filesystem (its `describe-fs` keys,
-/// e.g. a git object's `path`) must lie outside the dataset's checkout and
-/// must not contain it: the checkout's files came with the clone, and the
-/// plugin writes where it is granted (spec/10, "Security model").
+/// e.g. a git object's `path`, and the directory of its `remote`) must lie
+/// outside the dataset's checkout and must not contain it: the checkout's
+/// files came with the clone, and the plugin writes where it is granted
+/// (spec/10, "Security model").
 fn refuse_checkout_overlap(
     repo: &Repo,
     plugin: &crate::plugin::Plugin,
@@ -249,14 +250,10 @@ fn refuse_checkout_overlap(
         .root()
         .canonicalize()
         .unwrap_or_else(|_| repo.vcs.root().to_path_buf());
-    for field in plugin.filesystem_keys() {
-        let Some(raw) = locator.get(field).and_then(Value::as_str) else {
-            continue;
-        };
-        let path = Path::new(raw);
-        if !path.is_absolute() {
-            continue;
-        }
+    let locator = Value::Object(locator.clone());
+    let secret = repo.secrets().object_entry(key, None);
+    for (field, raw) in plugin.filesystem_dirs(&locator, &secret) {
+        let path = Path::new(&raw);
         let resolved = path.canonicalize().unwrap_or_else(|_| normalize(path));
         if resolved.starts_with(&checkout) || checkout.starts_with(&resolved) {
             return Err(TetherError::Refused(format!(

@@ -425,7 +425,7 @@ pub(crate) async fn land(
         let m = originals
             .get(&a.key)
             .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
-        let client = repo.client(m).await?;
+        let client = repo.client_for_object(&a.key, m).await?;
         let state = a.params["state"].clone();
         let pin_id = a.params["pin_id"].as_str().unwrap_or_default().to_string();
         calls.push((
@@ -644,7 +644,7 @@ async fn rollback(
 ) {
     for (k, pin) in pins.iter().filter(|(_, p)| p.created) {
         let Some(m) = manifests.get(k) else { continue };
-        match repo.client(m).await {
+        match repo.client_for_object(k, m).await {
             Ok(client) => {
                 if let Err(e) = client.unpin(pin).await {
                     tracing::error!(key = %k, pin = %pin.ref_name, "could not release a pin while rolling back: {e}");

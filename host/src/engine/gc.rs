@@ -1057,7 +1057,8 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     let mut calls = Vec::new();
     for a in plan.actions.iter().filter(|a| a.verb == verb::UNPIN) {
         let plugin = repo.plugin(&a.kind).await?;
-        let client = repo.client_for(&plugin, a.params.get("locator").unwrap_or(&Value::Null));
+        let locator = a.params.get("locator").unwrap_or(&Value::Null);
+        let client = repo.client_for_key(&plugin, locator, &a.key);
         let pin = PinRef {
             id: pin_id_of(a),
             ref_name: a.target.clone(),

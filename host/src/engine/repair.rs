@@ -450,7 +450,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
 async fn client_for(repo: &Repo, a: &Action) -> Result<crate::plugin::ObjectClient> {
     let backend = a.params["backend"].as_str().unwrap_or(&a.kind);
     let plugin = repo.plugin(backend).await?;
-    Ok(repo.client_for(&plugin, &a.params["locator"]))
+    Ok(repo.client_for_key(&plugin, &a.params["locator"], &a.key))
 }
 
 /// What a plan found it cannot rebuild (`context.unrepairable`), by target.

@@ -351,6 +351,26 @@ impl Repo {
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
     }
 
+    /// [`Repo::client_for`] for the object `key`, with what its
+    /// `[objects."<key>"]` entry in `.tether/secrets.toml` says about the
+    /// directories its plugin gets (a git object's `remote` path): the calls
+    /// that write outside the object's own store (pin and unpin) use this.
+    pub fn client_for_key(&self, plugin: &Arc<Plugin>, locator: &Value, key: &str) -> ObjectClient {
+        plugin
+            .object_with_secrets(
+                locator,
+                &self.backend_config(plugin.kind()),
+                &self.secrets.object_entry(key, None),
+            )
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+    }
+
+    /// [`Repo::client`] for the object `key` ([`Repo::client_for_key`]).
+    pub async fn client_for_object(&self, key: &str, manifest: &Manifest) -> Result<ObjectClient> {
+        let plugin = self.plugin(&manifest.kind).await?;
+        Ok(self.client_for_key(&plugin, &Value::Object(manifest.locator.clone()), key))
+    }
+
     /// The capabilities of an object under its policy, as the host derives
     /// them from the descriptor (`pin = "record"` drops PIN).
     pub fn capabilities(descriptor: &Descriptor, manifest: &Manifest) -> Vec<String> {

@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::bindings::backend_iface;
 use super::bindings::types as wit;
@@ -114,22 +114,58 @@ impl Plugin {
     /// A client for the object at `locator`, configured with `config` (the
     /// `[backends.<kind>]` table, `{}` when none).
     pub fn object(self: &Arc<Self>, locator: &Value, config: &Value) -> ObjectClient {
+        self.object_with_secrets(locator, config, &Map::new())
+    }
+
+    /// [`Plugin::object`] with what `.tether/secrets.toml` gives this object
+    /// (its `[objects."<key>"]` entry): values under the plugin's filesystem
+    /// keys override the locator's for the directories preopened
+    /// (`fs_grants`), and reach the plugin in its config under the same key.
+    /// Nothing else of the entry enters the sandbox.
+    pub fn object_with_secrets(
+        self: &Arc<Self>,
+        locator: &Value,
+        config: &Value,
+        secret: &Map<String, Value>,
+    ) -> ObjectClient {
         let values = |keys: &[String]| -> Vec<String> {
             keys.iter()
                 .filter_map(|k| locator.get(k).and_then(Value::as_str).map(str::to_string))
                 .collect()
         };
+        let mut config = config.clone();
+        if let Value::Object(c) = &mut config {
+            for key in self.filesystem_keys() {
+                if let Some(v) = secret.get(key) {
+                    c.insert(key.clone(), v.clone());
+                }
+            }
+        }
         ObjectClient {
             plugin: self.clone(),
             locator: json_in(locator),
-            config: json_in(config),
+            config: json_in(&config),
             grants: values(&self.descriptor().storage_keys),
             // Local paths only: `TreeGrants` grants nothing for a relative
             // path or a URL, so a request for one is refused.
             tree_grants: values(&self.descriptor().tree_keys),
-            fs_grants: values(self.filesystem_keys()),
+            fs_grants: self
+                .filesystem_dirs(locator, secret)
+                .into_iter()
+                .map(|(_, dir)| dir)
+                .collect(),
             hash_cache: None,
         }
+    }
+
+    /// The directories an object's calls get as a real filesystem, as
+    /// (filesystem key, absolute path): see `fs_grants.rs`.
+    pub fn filesystem_dirs(
+        &self,
+        locator: &Value,
+        secret: &Map<String, Value>,
+    ) -> Vec<(String, String)> {
+        super::fs_grants::directories(self.filesystem_keys(), locator, secret)
     }
 
     /// A client for the conformance harness, with `scratch_uri` granted.

@@ -15,6 +15,7 @@ mod cache;
 mod client;
 mod error;
 mod fanout;
+mod fs_grants;
 mod host;
 pub mod registry;
 mod runtime;
