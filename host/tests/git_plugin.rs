@@ -3,6 +3,8 @@
 //! branch and its files, merge writes a real merge commit, a conflicting merge
 //! leaves the repository byte for byte as it was, `git fsck` stays clean, and
 //! `tether add --kind git` / `commit` / `diff --content` work end to end.
+//! With `remote`, pins are pushed to a remote on this machine and released
+//! there first.
 
 mod support;
 
@@ -227,7 +229,7 @@ async fn client(code: &Code) -> ObjectClient {
 fn the_plugin_gets_the_repository_as_its_filesystem_and_nothing_else() {
     block_on(async {
         let p = plugin().await;
-        assert_eq!(p.filesystem_keys(), ["path".to_string(), "uri".to_string()]);
+        assert_eq!(p.filesystem_keys(), ["path", "uri", "remote"]);
         let d = p.descriptor();
         assert_eq!(d.kind, "git");
         for cap in [
@@ -668,4 +670,306 @@ fn the_datasets_own_checkout_is_refused_as_a_git_object() {
         assert!(err.contains("overlaps the dataset's checkout"), "{err}");
     }
     assert_eq!(d.written(), before);
+}
+
+/// A code repository for the end-to-end tests, made with the dataset's own
+/// git environment at `<tmp>/<name>`, with one commit.
+fn code_repo(d: &Dataset, name: &str) -> PathBuf {
+    let code = d.tmp().join(name);
+    git_ok(d, d.tmp(), &["init", "-q", "-b", "main", name]);
+    std::fs::write(code.join("main.py"), "x = 1\nprint(x)\n").unwrap();
+    git_ok(d, &code, &["add", "-A"]);
+    git_ok(d, &code, &["commit", "-q", "-m", "analysis"]);
+    code
+}
+
+/// `git ARGS` in `dir` with the dataset's environment; stdout, trimmed.
+fn git_ok(d: &Dataset, dir: &Path, args: &[&str]) -> String {
+    let out = d.command("git", dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {}: {}",
+        args.join(" "),
+        describe(&out)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The `tether.*` tags of the repository at `dir`.
+fn pin_tags(d: &Dataset, dir: &Path) -> Vec<String> {
+    lines(&git_ok(d, dir, &["tag", "-l", "tether.*"]))
+}
+
+/// The tag a dataset commit reports for `key` (`pinned KEY -> TAG`).
+fn pinned_tag(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("pinned {key} -> ")))
+        .unwrap_or_else(|| panic!("the commit pins {key}:\n{out}"))
+        .trim()
+        .to_string()
+}
+
+/// `.tether/secrets.toml` with `text`, readable by its owner only.
+fn write_secrets(d: &Dataset, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = d.root().join(".tether/secrets.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// spec/11, `git`, "Pin": with `remote = "origin"` (a bare repository on this
+/// machine), `commit` pushes the pin's tag and every object it needs (the
+/// remote passes `git fsck --full`, and a clone of it checks the tag out);
+/// a second pin copies only what the remote lacks; `gc` releases a pin on the
+/// remote and locally.
+#[test]
+fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
+    let d = Dataset::init();
+    let code = code_repo(&d, "code");
+    let remote = d.tmp().join("remote.git");
+    git_ok(&d, d.tmp(), &["init", "-q", "--bare", "remote.git"]);
+    git_ok(
+        &d,
+        &code,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+
+    d.ok(&[
+        "add", "code", "--kind", "git", "../code", "--remote", "origin",
+    ]);
+    assert_eq!(
+        d.manifest("code")["locator"]["remote"].as_str(),
+        Some("origin")
+    );
+    let first = pinned_tag(&d.ok(&["commit", "-m", "with code"]), "code");
+    assert_eq!(pin_tags(&d, &code), [first.as_str()]);
+    assert_eq!(pin_tags(&d, &remote), [first.as_str()], "pushed");
+    let head = git_ok(&d, &code, &["rev-parse", "HEAD"]);
+    assert_eq!(git_ok(&d, &remote, &["rev-parse", &first]), head);
+    assert_eq!(git_ok(&d, &remote, &["fsck", "--full", "--strict"]), "");
+
+    // A clone of the remote checks the pinned code out.
+    git_ok(
+        &d,
+        d.tmp(),
+        &["clone", "-q", remote.to_str().unwrap(), "cloned"],
+    );
+    let cloned = d.tmp().join("cloned");
+    git_ok(&d, &cloned, &["checkout", "-q", &first]);
+    assert_eq!(
+        std::fs::read_to_string(cloned.join("main.py")).unwrap(),
+        "x = 1\nprint(x)\n"
+    );
+
+    // A second code commit: only what the remote lacks is copied.
+    let objects_before = git_ok(&d, &remote, &["count-objects"]);
+    std::fs::write(code.join("main.py"), "x = 2\nprint(x)\n").unwrap();
+    git_ok(&d, &code, &["commit", "-q", "-am", "x = 2"]);
+    let second = pinned_tag(&d.ok(&["commit", "-m", "code x = 2"]), "code");
+    assert_eq!(
+        git_ok(&d, &remote, &["rev-parse", &second]),
+        git_ok(&d, &code, &["rev-parse", "HEAD"])
+    );
+    let count = |s: &str| -> u64 { s.split_whitespace().next().unwrap().parse().unwrap() };
+    assert_eq!(
+        count(&git_ok(&d, &remote, &["count-objects"])) - count(&objects_before),
+        3,
+        "a commit, its tree and the changed blob"
+    );
+    assert_eq!(git_ok(&d, &remote, &["fsck", "--full", "--strict"]), "");
+
+    // gc releases the second pin (no commit names it), on the remote first:
+    // while the remote's tag is locked (a git pushing there), nothing is
+    // released and the local tag stays.
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let lock = remote.join(format!("refs/tags/{second}.lock"));
+    std::fs::write(&lock, "").unwrap();
+    let out = d.fails(&["gc", "--no-dry-run"], 1);
+    let err = support::stderr(&out) + &support::stdout(&out);
+    assert!(err.contains("local tag is kept"), "{err}");
+    assert_eq!(pin_tags(&d, &code).len(), 2);
+    assert_eq!(pin_tags(&d, &remote).len(), 2);
+    std::fs::remove_file(&lock).unwrap();
+    // Then it goes on both sides; its commit stays in the remote, dangling,
+    // as after `git push --delete`.
+    let out = d.ok(&["gc", "--no-dry-run"]);
+    assert!(
+        out.contains(second.strip_prefix("tether.").unwrap()),
+        "{out}"
+    );
+    assert_eq!(pin_tags(&d, &remote), [first.as_str()]);
+    assert_eq!(pin_tags(&d, &code), [first]);
+    assert_eq!(
+        git_ok(
+            &d,
+            &remote,
+            &["fsck", "--full", "--strict", "--no-dangling"]
+        ),
+        ""
+    );
+}
+
+/// A push that fails fails the pin: the remote already holds the pin's tag
+/// at another commit, so `commit` fails, no local tag is left, the manifest
+/// is as it was, and the remote's tag is untouched.
+#[test]
+fn a_failed_push_fails_the_pin_and_leaves_no_local_tag() {
+    let d = Dataset::init();
+    let code = code_repo(&d, "code");
+    let first = git_ok(&d, &code, &["rev-parse", "HEAD"]);
+    std::fs::write(code.join("main.py"), "x = 2\n").unwrap();
+    git_ok(&d, &code, &["commit", "-q", "-am", "second"]);
+    let head = git_ok(&d, &code, &["rev-parse", "HEAD"]);
+    git_ok(&d, d.tmp(), &["init", "-q", "--bare", "remote.git"]);
+    let remote = d.tmp().join("remote.git");
+    git_ok(
+        &d,
+        &code,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    d.ok(&[
+        "add", "code", "--kind", "git", "../code", "--remote", "origin",
+    ]);
+
+    // The tag this commit will cut, taken in the remote at another commit.
+    let path = code.canonicalize().unwrap();
+    let pin_id = tether::model::ids::pin_id(
+        &d.dataset_id(),
+        "git",
+        &json!({"path": path.to_str().unwrap()}),
+        &json!({"sha": head}),
+    );
+    let tag = format!("tether.{pin_id}");
+    git_ok(
+        &d,
+        &code,
+        &["push", "-q", "origin", &format!("{first}:refs/tags/{tag}")],
+    );
+    let manifest_before = d.manifest("code");
+
+    let out = d.fails(&["commit", "-m", "with code"], 1);
+    let err = support::stderr(&out);
+    assert!(
+        err.contains(&tag) && err.contains("not pushed") && err.contains("remote origin"),
+        "{err}"
+    );
+    assert_eq!(pin_tags(&d, &code), Vec::<String>::new(), "no local tag");
+    assert_eq!(git_ok(&d, &remote, &["rev-parse", &tag]), first);
+    assert_eq!(d.manifest("code"), manifest_before);
+}
+
+/// spec/10, "Security model": `remote` names a remote the repository already
+/// has. An unconfigured name, a URL in the locator, a remote whose URL is not
+/// on this machine, a secrets.toml URL that is not, and a remote inside the
+/// dataset's checkout are refused at `add` (exit 1), and nothing is written.
+#[test]
+fn remotes_tether_cannot_push_to_are_refused_at_add() {
+    let d = Dataset::init();
+    let code = code_repo(&d, "code");
+    git_ok(
+        &d,
+        &code,
+        &[
+            "remote",
+            "add",
+            "gh",
+            "https://example.invalid/lab/code.git",
+        ],
+    );
+    git_ok(&d, &d.root(), &["init", "-q", "--bare", "inside.git"]);
+    git_ok(
+        &d,
+        &code,
+        &[
+            "remote",
+            "add",
+            "inside",
+            d.root().join("inside.git").to_str().unwrap(),
+        ],
+    );
+    // The first refused `add` leaves `.tether/lock` behind, as any would.
+    let _ = d.tether(&[
+        "add", "code", "--kind", "git", "../code", "--remote", "upstream",
+    ]);
+    let before = d.written();
+    let refused = |args: &[&str], expect: &[&str]| {
+        let mut all = vec!["add", "code", "--kind", "git", "../code"];
+        all.extend_from_slice(args);
+        let out = d.fails(&all, 1);
+        let err = support::stderr(&out);
+        for e in expect {
+            assert!(err.contains(e), "{args:?}: {e:?} not in {err}");
+        }
+        assert_eq!(d.written(), before, "{args:?} wrote something");
+    };
+    refused(
+        &["--remote", "upstream"],
+        &["no remote named \"upstream\"", "git remote add upstream"],
+    );
+    refused(
+        &["--remote", "https://example.invalid/lab/code.git"],
+        &["must be the name of a remote", "secrets.toml"],
+    );
+    refused(
+        &["--remote", "gh"],
+        &["remote gh is a https:// URL", "push the tags yourself"],
+    );
+    refused(
+        &["--remote", "inside"],
+        &["overlaps the dataset's checkout"],
+    );
+    write_secrets(
+        &d,
+        "[objects.\"code\"]\nremote = \"https://example.invalid/lab/code.git\"\n",
+    );
+    let before = d.written();
+    let out = d.fails(&["add", "code", "--kind", "git", "../code"], 1);
+    let err = support::stderr(&out);
+    assert!(
+        err.contains("secrets.toml") && err.contains("push the tags yourself"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("example.invalid"),
+        "a secrets URL is never printed: {err}"
+    );
+    assert_eq!(d.written(), before);
+}
+
+/// A path only `.tether/secrets.toml` gives (`[objects."code"] remote`), here
+/// a non-bare repository: pins go there, and `gc` releases them there.
+#[test]
+fn a_remote_path_from_secrets_toml_gets_the_pins() {
+    let d = Dataset::init();
+    let code = code_repo(&d, "code");
+    git_ok(&d, d.tmp(), &["init", "-q", "-b", "main", "mirror"]);
+    let mirror = d.tmp().join("mirror");
+    write_secrets(
+        &d,
+        &format!(
+            "[objects.\"code\"]\nremote = \"file://{}\"\n",
+            mirror.display()
+        ),
+    );
+    d.ok(&["add", "code", "--kind", "git", "../code"]);
+    assert!(
+        d.manifest("code")["locator"].get("remote").is_none(),
+        "the path stays out of the committed locator"
+    );
+    let tag = pinned_tag(&d.ok(&["commit", "-m", "with code"]), "code");
+    assert_eq!(pin_tags(&d, &mirror), [tag.as_str()]);
+    assert_eq!(
+        git_ok(&d, &mirror, &["rev-parse", &tag]),
+        git_ok(&d, &code, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(git_ok(&d, &mirror, &["fsck", "--full", "--strict"]), "");
+
+    std::fs::write(code.join("main.py"), "x = 3\n").unwrap();
+    git_ok(&d, &code, &["commit", "-q", "-am", "x = 3"]);
+    let second = pinned_tag(&d.ok(&["commit", "-m", "x = 3"]), "code");
+    assert_eq!(pin_tags(&d, &mirror).len(), 2);
+    d.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    d.ok(&["gc", "--no-dry-run"]);
+    assert_eq!(pin_tags(&d, &mirror), [tag.as_str()], "{second} released");
+    assert_eq!(pin_tags(&d, &code), [tag]);
 }

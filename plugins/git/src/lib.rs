@@ -26,7 +26,10 @@
 //! the base; promote and merge move it, so it must be a branch, and with
 //! `HEAD` the checked-out branch: a detached `HEAD` is refused with the
 //! spec's sentence. `allow_dirty` pins despite uncommitted changes. `remote`
-//! is refused for now: this build cannot push (see docs/backends.md).
+//! names a remote the repository has configured (a path or URL comes only
+//! from `.tether/secrets.toml`, in the plugin's config): pins are pushed
+//! there and unpins delete there first, for remotes on this machine
+//! ([`remote`]; docs/git-backend.md says what else works).
 //!
 //! ## Identity and state
 //!
@@ -55,6 +58,7 @@ mod checkout;
 mod harness;
 mod odb;
 mod refs;
+mod remote;
 mod repo;
 
 use std::collections::BTreeMap;
@@ -73,6 +77,7 @@ use tether_sdk::{
 
 pub use harness::GitHarness;
 use refs::Prev;
+use remote::Remote;
 use repo::{Repo, SIGNATURE_EMAIL, SIGNATURE_NAME, state_json, state_sha};
 
 /// Capabilities of every git object.
@@ -180,9 +185,14 @@ fn gix_err(what: &str) -> impl Fn(gix::Error) -> Error + '_ {
     move |e| Error::backend(format!("{what}: {e}"))
 }
 
-/// The git backend. Stateless: everything is in the repository.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct GitBackend;
+/// The git backend. Stateless: everything is in the repository; the config
+/// carries only what `.tether/secrets.toml` gives the object.
+#[derive(Debug, Default, Clone)]
+pub struct GitBackend {
+    /// `[objects."KEY"] remote`: a path or `file://` URL pins are pushed to,
+    /// instead of the locator's remote name.
+    remote: Option<String>,
+}
 
 impl GitBackend {
     /// The commit a target names.
@@ -344,7 +354,54 @@ impl GitBackend {
     }
 }
 
+impl GitBackend {
+    /// The remote pins go to, when the object has one.
+    fn pin_remote(&self, repo: &Repo) -> Result<Option<Remote>> {
+        Remote::resolve(repo, self.remote.as_deref())
+    }
+
+    /// Push the tag of `pin` to `remote`; on failure remove the local tag
+    /// when this call created it, so a pin exists only once it is pushed.
+    fn push_pin(repo: &Repo, remote: &Remote, pin: &PinRef, sha: ObjectId) -> Result<()> {
+        let full = Repo::tag_ref(&pin.ref_);
+        let Err(e) = remote.push_tag(repo, &full, sha) else {
+            return Ok(());
+        };
+        let local = if pin.created {
+            match repo.refs.delete(&full, Prev::At(sha)) {
+                Ok(()) => "the local tag was removed".to_string(),
+                Err(d) => format!("removing the local tag failed too: {d}"),
+            }
+        } else {
+            "the local tag was there before and is kept".to_string()
+        };
+        let retry = remote
+            .name()
+            .map(|n| format!(" (or push it with `git push {n} {full}`)"))
+            .unwrap_or_default();
+        Err(Error::backend(format!(
+            "pin {} was not pushed to {}, so it is no pin: {e}; {local}. Fix the remote and \
+             retry{retry}",
+            pin.ref_,
+            remote.label()
+        )))
+    }
+}
+
 impl Backend for GitBackend {
+    fn configure(&mut self, config: Value) -> Result<()> {
+        self.remote = match config.get("remote") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "`remote` in .tether/secrets.toml must be a path or file:// URL, not {other}"
+                )));
+            }
+        };
+        Ok(())
+    }
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             volatile_keys: volatile(),
@@ -366,6 +423,11 @@ impl Backend for GitBackend {
                 "{} is a tether dataset checkout; the git object must be a repository outside it",
                 loc.path
             )));
+        }
+        // A remote is checked now (configured, on this machine, a
+        // repository), unless `add --create` is about to make the repository.
+        if repo::git_dir_of(path).is_some() {
+            self.pin_remote(&Repo::open(locator)?)?;
         }
         Ok(())
     }
@@ -419,12 +481,30 @@ impl Backend for GitBackend {
                 repo.loc.path
             )));
         }
-        Self::tag(&repo, sha, pin_id)
+        // Resolved before the local tag exists: a remote that cannot be
+        // pushed to fails the pin with nothing written.
+        let remote = self.pin_remote(&repo)?;
+        let pin = Self::tag(&repo, sha, pin_id)?;
+        if let Some(remote) = &remote {
+            Self::push_pin(&repo, remote, &pin, sha)?;
+        }
+        Ok(pin)
     }
 
     fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
         let repo = Repo::open(locator)?;
         let full = Repo::tag_ref(&pin.ref_);
+        // The remote first: a tag left there alone would be a pin nobody
+        // releases, so its failure keeps the local tag too.
+        if let Some(remote) = self.pin_remote(&repo)? {
+            remote.delete_tag(&full).map_err(|e| {
+                Error::backend(format!(
+                    "cannot delete {} in {}: {e}; the local tag is kept",
+                    pin.ref_,
+                    remote.label()
+                ))
+            })?;
+        }
         match repo.refs.read(&full)?.and_then(|v| v.object()) {
             None => Ok(()),
             Some(at) => repo.refs.delete(&full, Prev::At(at)),
@@ -539,7 +619,14 @@ impl Backend for GitBackend {
             }
             _ => {}
         }
+        let remote = self.pin_remote(&repo)?;
         let new = Self::tag(&repo, sha, new_id)?;
+        if let Some(remote) = &remote {
+            Self::push_pin(&repo, remote, &new, sha)?;
+            if old.ref_ != new.ref_ {
+                remote.delete_tag(&old_full)?;
+            }
+        }
         if old.ref_ != new.ref_ && repo.refs.resolve(&old_full)?.is_some() {
             repo.refs.delete(&old_full, Prev::At(sha))?;
         }
@@ -991,10 +1078,12 @@ impl DescribeExt for GitBackend {
     }
 }
 
-/// The repository's directory, preopened for every call.
+/// The repository's directory, preopened for every call, and its remote's:
+/// `remote` is a remote *name*, which the host looks up in the repository's
+/// config (or a path `.tether/secrets.toml` gives the object).
 impl DescribeFs for GitBackend {
     fn filesystem_keys(&self) -> Vec<String> {
-        vec!["path".into(), "uri".into()]
+        vec!["path".into(), "uri".into(), "remote".into()]
     }
 }
 

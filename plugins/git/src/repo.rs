@@ -53,12 +53,16 @@ impl Locator {
                 loc.path
             )));
         }
+        // A clone's manifest chooses no push target: the locator names a
+        // remote the repository already has (spec/10, "Security model").
         if let Some(remote) = &loc.remote
             && !remote.is_empty()
+            && !crate::remote::is_remote_name(remote)
         {
-            return Err(Error::Capability(format!(
-                "git `remote` ({remote}) is not supported by this build: pins stay local. \
-                 Remove `remote` from the locator, and push `tether.*` tags with git yourself"
+            return Err(Error::invalid(format!(
+                "git `remote` must be the name of a remote the repository has configured \
+                 (`git remote -v` lists them), not {remote:?}: a URL or path goes only in \
+                 .tether/secrets.toml, as `[objects.\"KEY\"] remote = ...`"
             )));
         }
         Ok(loc)
@@ -96,7 +100,7 @@ pub struct Repo {
 /// gix options that read only the repository's own config (no system or
 /// global files, no environment, which may try to run `git`), with a fixed
 /// identity.
-fn open_options() -> gix::open::Options {
+pub(crate) fn open_options() -> gix::open::Options {
     gix::open::Options::isolated().config_overrides([
         format!("user.name={SIGNATURE_NAME}"),
         format!("user.email={SIGNATURE_EMAIL}"),
