@@ -4,7 +4,7 @@
 //! leaves the repository byte for byte as it was, `git fsck` stays clean, and
 //! `tether add --kind git` / `commit` / `diff --content` work end to end.
 //! With `remote`, pins are pushed to a remote on this machine and released
-//! there first.
+//! there first; a jj commit's change id is the volatile `change_id`.
 
 mod support;
 
@@ -972,4 +972,71 @@ fn a_remote_path_from_secrets_toml_gets_the_pins() {
     d.ok(&["gc", "--no-dry-run"]);
     assert_eq!(pin_tags(&d, &mirror), [tag.as_str()], "{second} released");
     assert_eq!(pin_tags(&d, &code), [tag]);
+}
+
+/// spec/11, `git`, "State": a commit jj made carries its change id, which
+/// the plugin reads from the commit object (no jj runs) and reports as the
+/// volatile `change_id`, equal to `jj log -T change_id`; the pin is the one
+/// the sha alone names.
+#[test]
+fn a_jj_commit_reports_its_change_id_and_pins_by_sha_alone() {
+    let d = Dataset::init();
+    let jj = |args: &[&str]| -> String {
+        let out = d
+            .command(tether_testkit::jj(), &d.tmp().join("code"))
+            .args(["--color=never", "--no-pager"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "jj {}: {}",
+            args.join(" "),
+            describe(&out)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let out = d
+        .command(tether_testkit::jj(), d.tmp())
+        .args(["git", "init", "--colocate", "code"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let code = d.tmp().join("code");
+    std::fs::write(code.join("main.py"), "x = 1\n").unwrap();
+    jj(&["describe", "-m", "analysis"]);
+    jj(&["bookmark", "create", "analysis", "-r", "@"]);
+    jj(&["new"]);
+    let change_id = jj(&["log", "--no-graph", "-r", "analysis", "-T", "change_id"]);
+    let sha = jj(&["log", "--no-graph", "-r", "analysis", "-T", "commit_id"]);
+    assert_eq!(change_id.len(), 32, "{change_id}");
+
+    d.ok(&[
+        "add",
+        "code",
+        "--kind",
+        "git",
+        "../code",
+        "--set",
+        "ref=analysis",
+    ]);
+    let tag = pinned_tag(&d.ok(&["commit", "-m", "with code"]), "code");
+    let state = &d.manifest("code")["state"];
+    assert_eq!(state["sha"].as_str(), Some(sha.as_str()));
+    assert_eq!(state["change_id"].as_str(), Some(change_id.as_str()));
+    // Volatile: the pin is the one a state of the sha alone names.
+    let path = code.canonicalize().unwrap();
+    let pin_id = tether::model::ids::pin_id(
+        &d.dataset_id(),
+        "git",
+        &json!({"path": path.to_str().unwrap()}),
+        &json!({"sha": sha}),
+    );
+    assert_eq!(tag, format!("tether.{pin_id}"));
+    // A plain git commit carries none.
+    let plain = code_repo(&d, "plain");
+    d.ok(&["add", "plain", "--kind", "git", "../plain"]);
+    d.ok(&["commit", "-m", "plain"]);
+    assert!(d.manifest("plain")["state"].get("change_id").is_none());
+    assert!(plain.is_dir());
 }

@@ -34,8 +34,9 @@
 //! ## Identity and state
 //!
 //! Identity `{"path": ...}`. State `{"sha": <commit>}`, plus `dirty` when the
-//! ref is the one checked out in the main worktree; `dirty` and `change_id`
-//! are volatile.
+//! ref is the one checked out in the main worktree, and `change_id` when the
+//! commit carries jj's `change-id` header; `dirty` and `change_id` are
+//! volatile.
 //!
 //! ## Native names
 //!
@@ -78,7 +79,7 @@ use tether_sdk::{
 pub use harness::GitHarness;
 use refs::Prev;
 use remote::Remote;
-use repo::{Repo, SIGNATURE_EMAIL, SIGNATURE_NAME, state_json, state_sha};
+use repo::{Repo, SIGNATURE_EMAIL, SIGNATURE_NAME, full_state, state_json, state_sha};
 
 /// Capabilities of every git object.
 pub const CAPABILITIES: &[&str] = &[
@@ -461,7 +462,7 @@ impl Backend for GitBackend {
         } else {
             None
         };
-        Ok(state_json(sha, dirty))
+        Ok(full_state(&repo, sha, dirty))
     }
 
     fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
@@ -667,7 +668,7 @@ impl Backend for GitBackend {
                 )))
             }
         })?;
-        Ok(state_json(head, None))
+        Ok(full_state(&repo, head, None))
     }
 
     fn merge(
@@ -692,7 +693,7 @@ impl Backend for GitBackend {
             }
             merge_commit(&repo, ours, theirs, message).map(Some)
         })?;
-        Ok(state_json(head, None))
+        Ok(full_state(&repo, head, None))
     }
 
     fn ancestor_of(

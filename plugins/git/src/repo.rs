@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
+use gix::bstr::ByteSlice;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_sdk::{Error, Result};
@@ -286,6 +287,27 @@ pub fn state_json(sha: ObjectId, dirty: Option<bool>) -> Value {
         Some(dirty) => json!({ "sha": sha.to_string(), "dirty": dirty }),
         None => json!({ "sha": sha.to_string() }),
     }
+}
+
+/// [`state_json`] plus the volatile `change_id` when the commit carries
+/// one: jj writes its change id into every git commit it makes, as a
+/// `change-id` header in the reverse-hex form `jj log -T change_id` prints
+/// (`k`..`z`, 32 of them). Read from the commit object, so no jj runs.
+pub fn full_state(repo: &Repo, sha: ObjectId, dirty: Option<bool>) -> Value {
+    let mut state = state_json(sha, dirty);
+    if let Some(change_id) = change_id(repo, sha) {
+        state["change_id"] = Value::String(change_id);
+    }
+    state
+}
+
+/// The jj change id the commit `sha` carries, if any.
+pub fn change_id(repo: &Repo, sha: ObjectId) -> Option<String> {
+    let commit = repo.gix.find_commit(sha).ok()?;
+    let decoded = commit.decode().ok()?;
+    let value = decoded.extra_headers().find("change-id")?.to_str().ok()?;
+    let jj_form = !value.is_empty() && value.bytes().all(|b| (b'k'..=b'z').contains(&b));
+    jj_form.then(|| value.to_string())
 }
 
 #[derive(Deserialize)]
