@@ -347,21 +347,24 @@ impl Repo {
     /// `.tether/cache/file-hashes.json` (spec/11, `file`).
     pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
         plugin
-            .object(locator, &self.backend_config(plugin.kind()))
+            .object_with_secrets(
+                locator,
+                &self.backend_config(plugin.kind()),
+                &self.secrets.backend_options(plugin.kind(), &Map::new()),
+            )
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
     }
 
     /// [`Repo::client_for`] for the object `key`, with what its
     /// `[objects."<key>"]` entry in `.tether/secrets.toml` says about the
-    /// directories its plugin gets (a git object's `remote` path): the calls
-    /// that write outside the object's own store (pin and unpin) use this.
+    /// directories its plugin gets (a git object's `remote` path) over the
+    /// file's `[backends.<kind>]`: the calls that write outside the object's
+    /// own store (pin and unpin) use this.
     pub fn client_for_key(&self, plugin: &Arc<Plugin>, locator: &Value, key: &str) -> ObjectClient {
+        let mut secret = self.secrets.backend_options(plugin.kind(), &Map::new());
+        crate::model::secrets::merge_options(&mut secret, &self.secrets.object_entry(key, None));
         plugin
-            .object_with_secrets(
-                locator,
-                &self.backend_config(plugin.kind()),
-                &self.secrets.object_entry(key, None),
-            )
+            .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
     }
 

@@ -12,8 +12,10 @@
 //!   repository's own config file, read-only (`remote.<name>.pushurl`, else
 //!   `remote.<name>.url`; nothing runs, and no system or global file is
 //!   read, as in the plugin). The remote's directory is granted when
-//!   its URL is an absolute path or a `file://` URL, under that spelling, so
-//!   the plugin, reading the same entry, opens the same path;
+//!   its URL is an absolute path or a `file://` URL naming a git repository
+//!   (a checkout or a bare one: the plugin can write the config it came
+//!   from, so a name never grants any other directory), under that
+//!   spelling, so the plugin, reading the same entry, opens the same path;
 //! - anything else (another URL, a relative path): nothing.
 //!
 //! Whatever is named is then preopened only when it is an existing directory
@@ -42,9 +44,12 @@ pub(crate) fn directories(
         let dir = if let Some(dir) = local_dir(value) {
             Some(dir)
         } else if is_remote_name(value) {
+            // Only a git repository: the repository's config is writable by
+            // the plugin, so a name never grants an arbitrary directory.
             out.iter()
                 .find_map(|(_, repo)| git_remote_url(Path::new(repo), value))
                 .and_then(|url| local_dir(&url))
+                .filter(|dir| is_git_repository(Path::new(dir)))
         } else {
             None
         };
@@ -69,6 +74,12 @@ fn is_remote_name(value: &str) -> bool {
         && !value.contains(':')
         && !value.contains('\\')
         && !value.starts_with(['/', '.', '~'])
+}
+
+/// Whether `dir` is a git checkout (`.git` directory) or a bare repository.
+fn is_git_repository(dir: &Path) -> bool {
+    dir.join(".git").is_dir()
+        || (dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir())
 }
 
 /// The push URL of remote `name` of the repository at `repo` (a checkout or
@@ -100,11 +111,22 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("code");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let t = tmp.path().to_str().unwrap();
+        for bare in ["origin.git", "m"] {
+            for sub in ["objects", "refs"] {
+                std::fs::create_dir_all(tmp.path().join(bare).join(sub)).unwrap();
+            }
+            std::fs::write(tmp.path().join(bare).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join("plain")).unwrap();
         std::fs::write(
             repo.join(".git/config"),
-            "[remote \"origin\"]\n\turl = /srv/origin.git\n\
-             [remote \"mirror\"]\n\turl = https://example.invalid/x.git\n\tpushurl = file:///srv/m\n\
-             [remote \"gh\"]\n\turl = git@example.invalid:x.git\n",
+            format!(
+                "[remote \"origin\"]\n\turl = {t}/origin.git\n\
+                 [remote \"mirror\"]\n\turl = https://example.invalid/x.git\n\tpushurl = file://{t}/m\n\
+                 [remote \"gh\"]\n\turl = git@example.invalid:x.git\n\
+                 [remote \"plain\"]\n\turl = {t}/plain\n"
+            ),
         )
         .unwrap();
         let keys = ["path".to_string(), "remote".to_string()];
@@ -117,11 +139,21 @@ mod tests {
             dirs("origin", none.clone()),
             [
                 ("path".to_string(), path.to_string()),
-                ("remote".to_string(), "/srv/origin.git".to_string())
+                ("remote".to_string(), format!("{t}/origin.git"))
             ]
         );
-        assert_eq!(dirs("mirror", none.clone())[1].1, "/srv/m", "pushurl first");
-        for nothing in ["gh", "missing", "https://example.invalid/x", "../x"] {
+        assert_eq!(
+            dirs("mirror", none.clone())[1].1,
+            format!("{t}/m"),
+            "pushurl first"
+        );
+        for nothing in [
+            "gh",
+            "plain",
+            "missing",
+            "https://example.invalid/x",
+            "../x",
+        ] {
             assert_eq!(dirs(nothing, none.clone()).len(), 1, "{nothing}");
         }
         let mut secret = Map::new();
