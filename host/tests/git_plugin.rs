@@ -726,6 +726,10 @@ fn write_secrets(d: &Dataset, text: &str) {
 fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
     let d = Dataset::init();
     let code = code_repo(&d, "code");
+    std::fs::create_dir_all(code.join("lib")).unwrap();
+    std::fs::write(code.join("lib/util.py"), "def f():\n    pass\n").unwrap();
+    git_ok(&d, &code, &["add", "-A"]);
+    git_ok(&d, &code, &["commit", "-q", "-m", "util"]);
     let remote = d.tmp().join("remote.git");
     git_ok(&d, d.tmp(), &["init", "-q", "--bare", "remote.git"]);
     git_ok(
@@ -747,6 +751,12 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
     let head = git_ok(&d, &code, &["rev-parse", "HEAD"]);
     assert_eq!(git_ok(&d, &remote, &["rev-parse", &first]), head);
     assert_eq!(git_ok(&d, &remote, &["fsck", "--full", "--strict"]), "");
+    let count = |s: &str| -> u64 { s.split_whitespace().next().unwrap().parse().unwrap() };
+    assert_eq!(
+        count(&git_ok(&d, &remote, &["count-objects"])),
+        7,
+        "two commits, two root trees, lib/, main.py and util.py: all of them, nothing else"
+    );
 
     // A clone of the remote checks the pinned code out.
     git_ok(
@@ -760,6 +770,10 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
         std::fs::read_to_string(cloned.join("main.py")).unwrap(),
         "x = 1\nprint(x)\n"
     );
+    assert_eq!(
+        std::fs::read_to_string(cloned.join("lib/util.py")).unwrap(),
+        "def f():\n    pass\n"
+    );
 
     // A second code commit: only what the remote lacks is copied.
     let objects_before = git_ok(&d, &remote, &["count-objects"]);
@@ -770,7 +784,6 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
         git_ok(&d, &remote, &["rev-parse", &second]),
         git_ok(&d, &code, &["rev-parse", "HEAD"])
     );
-    let count = |s: &str| -> u64 { s.split_whitespace().next().unwrap().parse().unwrap() };
     assert_eq!(
         count(&git_ok(&d, &remote, &["count-objects"])) - count(&objects_before),
         3,

@@ -202,63 +202,77 @@ impl Remote {
     }
 
     /// Copy every object reachable from `tip` that the remote lacks, each
-    /// after the objects it names (post-order); returns how many.
+    /// after the objects it names (post-order); returns how many. A blob is
+    /// read once, to be written; a commit or tree once, to list what it
+    /// names, and written from that read.
     fn copy_missing(&self, repo: &Repo, tip: ObjectId) -> Result<usize> {
         enum Step {
-            Enter(ObjectId),
-            Exit(ObjectId),
+            /// Visit an object; `true` when it is known to be a blob.
+            Enter(ObjectId, bool),
+            /// Write it: its kind and bytes when already read.
+            Exit(ObjectId, Option<(Kind, Vec<u8>)>),
         }
         let objects = self.git_dir.join("objects");
         let read = |id: ObjectId| {
-            repo.gix.find_object(id).map_err(|e| {
+            let mut object = repo.gix.find_object(id).map_err(|e| {
                 Error::backend(format!(
                     "cannot read object {id} of {} to push it: {e}",
                     repo.loc.path
                 ))
-            })
+            })?;
+            Ok::<_, Error>((object.kind, std::mem::take(&mut object.data)))
+        };
+        let bad = |id: ObjectId, e: &dyn std::fmt::Display| {
+            Error::backend(format!("cannot decode object {id}: {e}"))
         };
         let mut seen = HashSet::new();
-        let mut stack = vec![Step::Enter(tip)];
+        let mut stack = vec![Step::Enter(tip, false)];
         let mut copied = 0;
         while let Some(step) = stack.pop() {
             match step {
-                Step::Exit(id) => {
-                    let object = read(id)?;
-                    if odb::write_loose(&objects, id, object.kind, &object.data)? {
+                Step::Exit(id, read_before) => {
+                    let (kind, data) = match read_before {
+                        Some(object) => object,
+                        None => read(id)?,
+                    };
+                    if odb::write_loose(&objects, id, kind, &data)? {
                         copied += 1;
                     }
                 }
-                Step::Enter(id) => {
+                Step::Enter(id, is_blob) => {
                     // A DAG has no cycles, so an object seen before has been
-                    // written already (or is about to be, below this one).
+                    // written already (or will be, before what names it now).
                     if !seen.insert(id) || self.has(id) {
                         continue;
                     }
-                    stack.push(Step::Exit(id));
-                    let object = read(id)?;
-                    let bad = |e: &dyn std::fmt::Display| {
-                        Error::backend(format!("cannot decode object {id}: {e}"))
-                    };
-                    match object.kind {
+                    if is_blob {
+                        stack.push(Step::Exit(id, None));
+                        continue;
+                    }
+                    let (kind, data) = read(id)?;
+                    let mut children = Vec::new();
+                    match kind {
                         Kind::Commit => {
-                            let commit = gix::objs::CommitRef::from_bytes(&object.data, id.kind())
-                                .map_err(|e| bad(&e))?;
-                            stack.push(Step::Enter(commit.tree()));
-                            stack.extend(commit.parents().map(Step::Enter));
+                            let commit = gix::objs::CommitRef::from_bytes(&data, id.kind())
+                                .map_err(|e| bad(id, &e))?;
+                            children.push(Step::Enter(commit.tree(), false));
+                            children.extend(commit.parents().map(|p| Step::Enter(p, false)));
                         }
                         Kind::Tree => {
-                            let tree = gix::objs::TreeRef::from_bytes(&object.data, id.kind())
-                                .map_err(|e| bad(&e))?;
+                            let tree = gix::objs::TreeRef::from_bytes(&data, id.kind())
+                                .map_err(|e| bad(id, &e))?;
                             // A submodule's commit lives in another repository.
-                            stack.extend(
+                            children.extend(
                                 tree.entries
                                     .iter()
                                     .filter(|e| !e.mode.is_commit())
-                                    .map(|e| Step::Enter(e.oid.to_owned())),
+                                    .map(|e| Step::Enter(e.oid.to_owned(), !e.mode.is_tree())),
                             );
                         }
                         Kind::Blob | Kind::Tag => {}
                     }
+                    stack.push(Step::Exit(id, Some((kind, data))));
+                    stack.extend(children);
                 }
             }
         }
