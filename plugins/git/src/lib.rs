@@ -376,13 +376,9 @@ impl GitBackend {
         } else {
             "the local tag was there before and is kept".to_string()
         };
-        let retry = remote
-            .name()
-            .map(|n| format!(" (or push it with `git push {n} {full}`)"))
-            .unwrap_or_default();
         Err(Error::backend(format!(
-            "pin {} was not pushed to {}, so it is no pin: {e}; {local}. Fix the remote and \
-             retry{retry}",
+            "pin {} was not pushed to {}, so it is no pin: {e}; {local}. Fix the remote, then \
+             retry",
             pin.ref_,
             remote.label()
         )))

@@ -36,8 +36,6 @@ pub struct Remote {
     /// How to name it in messages: `remote origin`, or the secrets.toml one
     /// (whose URL is never printed).
     label: String,
-    /// The remote's name, for the advice to push with git.
-    name: Option<String>,
     /// Where `refs/` and `objects/` live.
     git_dir: PathBuf,
     refs: Refs,
@@ -150,7 +148,6 @@ impl Remote {
             .map_err(|e| Error::backend(format!("cannot open {label}: {e}")))?;
         Ok(Some(Remote {
             label,
-            name,
             refs: Refs::new(&git_dir),
             git_dir,
             gix,
@@ -159,11 +156,6 @@ impl Remote {
 
     pub fn label(&self) -> &str {
         &self.label
-    }
-
-    /// The remote's name, when it has one.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
     }
 
     /// Copy what the remote lacks of `sha`'s history, then create tag `full`
