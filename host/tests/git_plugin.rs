@@ -775,6 +775,17 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
         "def f():\n    pass\n"
     );
 
+    // A pin is a pin where it was pushed: its tag gone from the remote is
+    // `missing` for verify, and repair pushes it again.
+    git_ok(&d, &remote, &["tag", "-d", &first]);
+    let out = d.fails(&["verify"], 1);
+    let text = support::stdout(&out);
+    assert!(text.contains("missing"), "{text}");
+    assert!(text.contains("remote origin"), "{text}");
+    d.ok(&["repair"]);
+    assert_eq!(pin_tags(&d, &remote), [first.as_str()], "pushed again");
+    assert!(d.ok(&["verify"]).contains("ok"));
+
     // A second code commit: only what the remote lacks is copied.
     let objects_before = git_ok(&d, &remote, &["count-objects"]);
     std::fs::write(code.join("main.py"), "x = 2\nprint(x)\n").unwrap();

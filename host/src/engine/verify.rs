@@ -192,7 +192,11 @@ pub(crate) async fn check(
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
     for (object, group) in groups {
-        let client = match repo.client(&group[0].manifest).await {
+        // Per key: a git object's `remote` may come from its secrets.toml entry.
+        let client = match repo
+            .client_for_object(&group[0].key, &group[0].manifest)
+            .await
+        {
             Ok(client) => client,
             // A kind this tether cannot run is an answer for its labels,
             // not a failure of the whole report.

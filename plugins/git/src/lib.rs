@@ -361,6 +361,43 @@ impl GitBackend {
         Remote::resolve(repo, self.remote.as_deref())
     }
 
+    /// With a `remote`, a pin is a pin only where it was pushed: the
+    /// remote's tag must hold `sha` too (`tether repair` pushes it again).
+    fn verify_pushed(&self, repo: &Repo, pin: &PinRef, sha: ObjectId) -> Result<VerifyReport> {
+        let report = |status, message: String| Ok(VerifyReport { status, message });
+        let remote = match self.pin_remote(repo) {
+            Ok(None) => return report(VerifyStatus::Ok, format!("tag {} holds {sha}", pin.ref_)),
+            Ok(Some(remote)) => remote,
+            Err(e) => {
+                return report(
+                    VerifyStatus::Unknown,
+                    format!(
+                        "tag {} holds {sha}; the remote cannot be read: {e}",
+                        pin.ref_
+                    ),
+                );
+            }
+        };
+        let label = remote.label();
+        match remote.tag_at(&Repo::tag_ref(&pin.ref_))? {
+            None => report(
+                VerifyStatus::Missing,
+                format!("tag {} is not in {label}, where pins are pushed", pin.ref_),
+            ),
+            Some(at) if at != sha => report(
+                VerifyStatus::Drifted,
+                format!(
+                    "tag {} in {label} points at {at} instead of {sha}",
+                    pin.ref_
+                ),
+            ),
+            Some(_) => report(
+                VerifyStatus::Ok,
+                format!("tag {} holds {sha} here and in {label}", pin.ref_),
+            ),
+        }
+    }
+
     /// Push the tag of `pin` to `remote`; on failure remove the local tag
     /// when this call created it, so a pin exists only once it is pushed.
     fn push_pin(repo: &Repo, remote: &Remote, pin: &PinRef, sha: ObjectId) -> Result<()> {
@@ -540,7 +577,7 @@ impl Backend for GitBackend {
                 Some(_) if deep && !repo.has_commit(sha) => {
                     report(VerifyStatus::Missing, format!("commit {sha} is gone"))
                 }
-                Some(_) => report(VerifyStatus::Ok, format!("tag {} holds {sha}", pin.ref_)),
+                Some(_) => self.verify_pushed(&repo, pin, sha),
             };
         }
         if !deep {

@@ -178,6 +178,11 @@ impl Remote {
         }
     }
 
+    /// Where tag `full` points in the remote, if it exists there.
+    pub fn tag_at(&self, full: &str) -> Result<Option<ObjectId>> {
+        self.refs.resolve(full)
+    }
+
     /// Delete tag `full` in the remote (compare-and-swap on what it holds);
     /// absent is success.
     pub fn delete_tag(&self, full: &str) -> Result<()> {
