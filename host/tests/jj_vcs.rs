@@ -524,3 +524,107 @@ fn gc_and_drop_refuse_an_unresolved_conflict_in_the_datasets_files() {
     d.jj(&["status"]);
     d.ok(&["gc"]);
 }
+
+/// spec/07: every side of a conflicted jj commit is a reference, also a side
+/// whose own commit is hidden now. Rebasing the last dataset commit onto the
+/// first makes its manifest a conflict whose sides are the first commit's and
+/// the rebased one's (the original is hidden); gc refuses while the conflict
+/// stands, keeps the hidden side's pin once a later commit resolved it, and
+/// releases that pin once the conflict itself is resolved away.
+#[test]
+fn a_conflict_side_that_only_a_hidden_commit_made_keeps_its_pin() {
+    let (d, store, c1) = with_commit(Vcs::Jj);
+    let mut pins = Vec::new();
+    for labels in ["1", "2"] {
+        store.write(json!({ "labels": labels }), "relabel");
+        let out = d.ok(&["commit", "-m", &format!("relabel {labels}"), "--json"]);
+        let commit: Value = serde_json::from_str(&out).unwrap();
+        pins.push(
+            commit["pinned"]["zarr/imaging"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let (p2, p3) = (pins[0].clone(), pins[1].clone());
+    let c3 = d.head();
+    let unpins =
+        |plan: &str, pin: &str| plan.contains(&format!("unpin zarr/imaging [memory] {pin}"));
+
+    // The rebased commit (and the working copy on it) conflicts: c1's manifest
+    // against c3's, over c2's. c3 itself is hidden now; its manifest lives on
+    // only as a side of the conflict.
+    d.jj(&["rebase", "-s", &c3, "-d", &c1]);
+    let rebased = d.head();
+    assert_ne!(rebased, c3);
+    assert!(!d.all_commits().contains(&c3), "the original is hidden");
+    let conflicts = d.jj(&[
+        "log",
+        "--no-graph",
+        "-r",
+        "conflicts()",
+        "-T",
+        "commit_id ++ \"\\n\"",
+    ]);
+    assert!(lines(&conflicts).contains(&rebased), "{conflicts}");
+    let tags = store.tags();
+    for args in [&["gc"][..], &["gc", "--no-dry-run"]] {
+        let err = stderr(&d.fails(args, 1));
+        assert!(err.contains("conflict in the dataset's files"), "{err}");
+    }
+    assert_eq!(store.tags(), tags, "a refused gc releases nothing");
+
+    // Resolved in the working copy (c1's manifest taken): the conflicted commit
+    // is history now, and each of its sides a reference.
+    d.jj(&[
+        "restore",
+        "--from",
+        &c1,
+        "root-file:\".tether/objects/zarr/imaging.toml\"",
+    ]);
+    assert!(
+        !lines(&d.jj(&[
+            "log",
+            "--no-graph",
+            "-r",
+            "@ & conflicts()",
+            "-T",
+            "commit_id"
+        ]))
+        .iter()
+        .any(|l| !l.is_empty())
+    );
+    let plan = d.ok(&["gc"]);
+    assert!(
+        !unpins(&plan, &p3),
+        "the hidden side's pin is referenced:\n{plan}"
+    );
+    assert!(
+        !unpins(&plan, &p2),
+        "the base's pin is referenced (c2 is visible):\n{plan}"
+    );
+    d.ok(&["gc", "--no-dry-run"]);
+    assert!(store.tag(&p3).is_some(), "gc kept the side's pin");
+    assert!(store.tag(&p2).is_some());
+
+    // The resolution squashed into the conflicted commit: no side of anything
+    // names the hidden commit's pin any more, and gc releases exactly it.
+    d.jj(&["squash"]);
+    assert!(
+        lines(&d.jj(&["log", "--no-graph", "-r", "conflicts()", "-T", "commit_id"]))
+            .iter()
+            .all(|l| l.is_empty())
+    );
+    let plan = d.ok(&["gc"]);
+    assert!(unpins(&plan, &p3), "{plan}");
+    assert!(!unpins(&plan, &p2), "{plan}");
+    let r: Value = serde_json::from_str(&d.ok(&["gc", "--no-dry-run", "--json"])).unwrap();
+    assert_eq!(
+        r["unpinned"]["memory"],
+        json!([p3.trim_start_matches("tether.")]),
+        "{r}"
+    );
+    assert!(store.tag(&p3).is_none());
+    assert!(store.tag(&p2).is_some());
+    d.ok(&["verify", "--all-history"]);
+}

@@ -259,13 +259,13 @@ impl References {
         let mut seen = HashSet::new();
         for commit in repo.vcs.history(&prefix)? {
             let commit = commit?;
-            if let Some(id) = &commit.files_id
-                && !seen.insert(id.clone())
-            {
-                continue;
-            }
-            for (k, m) in super::verify::parse_manifest_files(&prefix, &commit.files)? {
-                add(&k, &m);
+            for (id, files) in commit.all_files() {
+                if !seen.insert(id.to_owned()) {
+                    continue;
+                }
+                for (k, m) in super::verify::parse_manifest_files(&prefix, files)? {
+                    add(&k, &m);
+                }
             }
         }
         Ok(r)

@@ -262,7 +262,8 @@ fn to_label_report(
 }
 
 /// Every visible commit's manifests, newest first, from one history walk.
-/// Manifest sets are parsed once per distinct content (`files_id`).
+/// Manifest sets are parsed once per distinct content (`files_id`). A conflicted
+/// jj commit comes once per distinct side and base of its conflict.
 pub(crate) fn history_manifests(
     repo: &Repo,
 ) -> Result<Vec<(CommitId, BTreeMap<String, Manifest>)>> {
@@ -271,19 +272,20 @@ pub(crate) fn history_manifests(
     let mut out = Vec::new();
     for commit in repo.vcs.history(&prefix)? {
         let commit = commit?;
-        let Some(files_id) = commit.files_id.clone() else {
-            continue;
-        };
-        let manifests = match parsed.get(&files_id) {
-            Some(m) => m.clone(),
-            None => {
-                let m = parse_manifest_files(&prefix, &commit.files)?;
-                parsed.insert(files_id, m.clone());
-                m
+        // A conflicted jj commit yields once per distinct side and base (spec/07:
+        // every side of a conflicted commit is a reference).
+        for (files_id, files) in commit.all_files() {
+            let manifests = match parsed.get(files_id) {
+                Some(m) => m.clone(),
+                None => {
+                    let m = parse_manifest_files(&prefix, files)?;
+                    parsed.insert(files_id.to_owned(), m.clone());
+                    m
+                }
+            };
+            if !manifests.is_empty() {
+                out.push((commit.id.clone(), manifests));
             }
-        };
-        if !manifests.is_empty() {
-            out.push((commit.id, manifests));
         }
     }
     Ok(out)

@@ -1326,10 +1326,58 @@ impl<'a> HistoryWalk<'a> {
 
     fn load(&mut self, id: Oid) -> Result<HistoryCommit> {
         // As in `GitVcs::lock`: libgit2 state lives on disk, so a poisoned lock is usable.
-        let repo = self.repo.lock().unwrap_or_else(|p| p.into_inner());
+        let repo_lock: &Mutex<Repository> = self.repo;
+        let repo = repo_lock.lock().unwrap_or_else(|p| p.into_inner());
         let ctx = || format!("reading commit {id}");
         let commit = repo.find_commit(id).map_err(VcsError::git(ctx()))?;
-        let mut tree = Some(commit.tree_id());
+        let (tree, files) = self.files_at(&repo, commit.tree_id(), &ctx)?;
+        // A conflicted jj commit names every term of the conflict (sides and bases,
+        // the same trees as its `.jjconflict-*` directories) in a `jj:trees` header;
+        // jj reads its content from there, not from the commit's tree.
+        let mut conflict_terms = Vec::new();
+        if let Ok(value) = commit.header_field_bytes(JJ_TREES_HEADER) {
+            for hex in value
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|h| !h.is_empty())
+            {
+                let term = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| Oid::from_str(h).ok())
+                    .ok_or_else(|| VcsError::Git {
+                        context: ctx(),
+                        source: git2::Error::from_str("an invalid jj:trees header"),
+                    })?;
+                let (t, f) = self.files_at(&repo, term, &ctx)?;
+                conflict_terms.push((t.map(|t| t.to_string()), f));
+            }
+        }
+        let author = commit.author();
+        Ok(HistoryCommit {
+            id: CommitId::new(id.to_string()),
+            parents: commit
+                .parent_ids()
+                .map(|p| CommitId::new(p.to_string()))
+                .collect(),
+            author_name: String::from_utf8_lossy(author.name_bytes()).into_owned(),
+            author_email: String::from_utf8_lossy(author.email_bytes()).into_owned(),
+            authored_at: to_datetime(author.when()),
+            committed_at: to_datetime(commit.committer().when()),
+            message: String::from_utf8_lossy(commit.message_bytes()).into_owned(),
+            files_id: tree.map(|t| t.to_string()),
+            files,
+            conflict_terms,
+        })
+    }
+
+    /// The prefix's subtree under root tree `root` and its files (shared maps, blobs
+    /// read once per walk).
+    fn files_at(
+        &mut self,
+        repo: &Repository,
+        root: Oid,
+        ctx: &dyn Fn() -> String,
+    ) -> Result<(Option<Oid>, Arc<FileMap>)> {
+        let mut tree = Some(root);
         for (depth, name) in self.components.iter().enumerate() {
             let Some(current) = tree else { break };
             tree = match self.child_of.get(&(current, depth)) {
@@ -1373,23 +1421,12 @@ impl<'a> HistoryWalk<'a> {
                 }
             },
         };
-        let author = commit.author();
-        Ok(HistoryCommit {
-            id: CommitId::new(id.to_string()),
-            parents: commit
-                .parent_ids()
-                .map(|p| CommitId::new(p.to_string()))
-                .collect(),
-            author_name: String::from_utf8_lossy(author.name_bytes()).into_owned(),
-            author_email: String::from_utf8_lossy(author.email_bytes()).into_owned(),
-            authored_at: to_datetime(author.when()),
-            committed_at: to_datetime(commit.committer().when()),
-            message: String::from_utf8_lossy(commit.message_bytes()).into_owned(),
-            files_id: tree.map(|t| t.to_string()),
-            files,
-        })
+        Ok((tree, files))
     }
 }
+
+/// The commit header in which jj names the trees of a conflicted commit's terms.
+const JJ_TREES_HEADER: &str = "jj:trees";
 
 /// A file's content at a commit, `None` when it has no file there (both adapters).
 pub(super) fn read_file_at(

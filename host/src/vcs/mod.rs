@@ -165,6 +165,29 @@ pub struct HistoryCommit {
     pub files_id: Option<String>,
     /// Every file under the prefix, by repository path.
     pub files: Arc<FileMap>,
+    /// A conflicted jj commit's terms, every side and base of the conflict, each as
+    /// ([`files_id`](Self::files_id), [`files`](Self::files)) under the prefix; empty
+    /// for a commit without a conflict. `files` alone is what git shows (jj copies the
+    /// first side there), but spec/07 counts every side's manifests as references.
+    pub conflict_terms: Vec<(Option<String>, Arc<FileMap>)>,
+}
+
+impl HistoryCommit {
+    /// The commit's content under the prefix, then each conflict term's, each
+    /// distinct `files_id` once and commits with nothing there left out.
+    pub fn all_files(&self) -> Vec<(&str, &Arc<FileMap>)> {
+        let mut out: Vec<(&str, &Arc<FileMap>)> = Vec::new();
+        let terms = std::iter::once((&self.files_id, &self.files))
+            .chain(self.conflict_terms.iter().map(|(id, f)| (id, f)));
+        for (id, files) in terms {
+            if let Some(id) = id
+                && !out.iter().any(|(seen, _)| *seen == id.as_str())
+            {
+                out.push((id.as_str(), files));
+            }
+        }
+        out
+    }
 }
 
 /// One path with local changes, from [`Vcs::changes`].

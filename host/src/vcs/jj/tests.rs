@@ -390,3 +390,40 @@ fn dropping_commits_keeps_later_manifests_and_exclusive_commits_are_the_bookmark
     );
     assert_eq!(vcs.visible_ids().unwrap(), [c3, ids[0].clone()]);
 }
+
+#[test]
+fn a_conflicted_commit_yields_every_side_and_base() {
+    let fx = Fixture::new();
+    let vcs = fx.open();
+    let manifest = ".tether/objects/x.toml";
+    let mut ids = Vec::new();
+    for text in ["base\n", "left\n", "right\n"] {
+        fx.write(manifest, text);
+        fx.jj(&["commit", "-m", text.trim()]);
+        ids.push(fx.id("@-"));
+    }
+    // `right` rebased onto `base`: sides base and right, over left.
+    fx.jj(&["rebase", "-s", &ids[2], "-d", &ids[0]]);
+    let conflicted = fx.id("@-");
+    let history: Vec<HistoryCommit> = vcs
+        .history(".tether/objects")
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let c = history
+        .iter()
+        .find(|c| c.id.as_str() == conflicted)
+        .unwrap();
+    let mut terms: Vec<String> = c
+        .all_files()
+        .into_iter()
+        .map(|(_, files)| String::from_utf8_lossy(&files[manifest]).into_owned())
+        .collect();
+    terms.sort();
+    assert_eq!(terms, ["base\n", "left\n", "right\n"]);
+    assert_eq!(c.conflict_terms.len(), 3, "two sides and a base");
+    // A commit without a conflict has none.
+    let plain = history.iter().find(|c| c.id.as_str() == ids[0]).unwrap();
+    assert!(plain.conflict_terms.is_empty());
+    assert_eq!(plain.all_files().len(), 1);
+}
