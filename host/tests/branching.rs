@@ -1,5 +1,5 @@
 //! End-to-end tests of spec/06 (branching and writing) and worked examples
-//! 2, 3 and 6 of spec/08, once on git and once on jj (`for_each_vcs!`), with
+//! 2, 3 and 6 of spec/08, on git, on jj and on colocated jj (`for_each_vcs!`), with
 //! the memory and file plugins: the real `tether` binary in temp repositories;
 //! what lands in the stores is read back from the stores' own files and what
 //! lands in the VCS with that VCS's own CLI.
@@ -486,6 +486,7 @@ fn a_peers_writes_on_a_shared_bookmark_are_adopted_with_shared() {
     assert_eq!(img.tag(pin), Some(peer));
 }
 for_each_vcs!(
+    colocated:
     a_bookmark_forks_lazily_commits_on_its_branch_and_promotes,
     eager_new_forks_now_and_a_rerun_reuses,
     unpinned_writes_stop_new_until_commit_or_discard,
@@ -528,7 +529,7 @@ fn two_keys_on_one_store_share_a_branch(vcs: Vcs) {
     assert_eq!(store.head(), written);
 }
 
-for_each_vcs!(two_keys_on_one_store_share_a_branch);
+for_each_vcs!(colocated: two_keys_on_one_store_share_a_branch);
 
 /// `new --keep`: the working refs stay exactly where they are (nothing is
 /// reset, nothing forked) and only the baseline becomes the current

@@ -1,10 +1,10 @@
 //! The pinning loop end to end, through the `tether` binary, as
-//! spec/03-getting-started.md and spec/05-pinning.md tell it: on git and on jj
-//! (each test runs once per VCS), with a directory of files (`file`, Observed)
-//! and a memory store kept in a local directory (`memory`, Forkable, standing in
-//! for the Icechunk repository). Outputs are compared line by line with what the
-//! spec prints; what was written is read back with the VCS's own CLI (git, or
-//! jj) and with plain file reads of the stores.
+//! spec/03-getting-started.md and spec/05-pinning.md tell it: on git, on jj and
+//! on colocated jj (each test runs once per VCS), with a directory of files
+//! (`file`, Observed) and a memory store kept in a local directory (`memory`,
+//! Forkable, standing in for the Icechunk repository). Outputs are compared
+//! line by line with what the spec prints; what was written is read back with
+//! the VCS's own CLI (git, or jj) and with plain file reads of the stores.
 
 mod support;
 
@@ -175,6 +175,7 @@ fn trunk_header(header: &str) -> String {
 }
 
 for_each_vcs!(
+    colocated:
     register_status_and_the_first_commit,
     pin_again_after_the_data_moves,
     open_reads_an_object_as_it_was_at_an_older_commit,

@@ -1,6 +1,6 @@
 //! End-to-end tests of spec/07 (reclaiming storage): `gc`, `abandon`, `drop`
 //! and `forget-workspace` with the memory plugin, worked example 5 of spec/08,
-//! and a second clone, once on git and once on jj (`for_each_vcs!`). Store
+//! and a second clone, on git, on jj and on colocated jj (`for_each_vcs!`). Store
 //! contents are read from the stores' own files; VCS state with that VCS's CLI.
 
 mod support;
@@ -534,6 +534,7 @@ fn undo_add_create_removes_a_still_empty_store(vcs: Vcs) {
     assert!(p2.join("refs/branches/main.json").exists(), "kept");
 }
 for_each_vcs!(
+    colocated:
     abandon_trials_releases_only_their_pins,
     abandon_with_gc_applies_and_refuses_a_dirty_tree,
     a_second_clone_keeps_foreign_pins_until_release_foreign,

@@ -5,7 +5,8 @@
 //! touch.
 //!
 //! The end-to-end suites run once per VCS: a test is a function of [`Vcs`], and
-//! [`for_each_vcs!`] makes a `git` and a `jj` test of it. What a test checks in
+//! [`for_each_vcs!`] makes a `git` and a `jj` test of it (and a `jj_colocated`
+//! one in the pinning, branching and reclaiming suites). What a test checks in
 //! the VCS goes through the VCS-neutral readers of [`Dataset`] (`head`,
 //! `subjects`, `changed_files`, `show`, ...), each answered by that VCS's own CLI.
 
@@ -33,9 +34,29 @@ pub enum Vcs {
 }
 
 /// Runs a test function of [`Vcs`] once per VCS: `for_each_vcs!(name, ...)`
-/// makes `name::git` and `name::jj`.
+/// makes `name::git` and `name::jj`; `for_each_vcs!(colocated: name, ...)`
+/// adds `name::jj_colocated`, the same story in a colocated jj repository
+/// (kept to representative tests: every arm costs CI time).
 #[macro_export]
 macro_rules! for_each_vcs {
+    (colocated: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn git() {
+                    super::$name($crate::support::Vcs::Git)
+                }
+                #[test]
+                fn jj() {
+                    super::$name($crate::support::Vcs::Jj)
+                }
+                #[test]
+                fn jj_colocated() {
+                    super::$name($crate::support::Vcs::JjColocated)
+                }
+            }
+        )*
+    };
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
