@@ -295,14 +295,19 @@ fn jj_status(b: &Bench, git_status: Duration) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .env("TETHER_JJ", &wrapper)
-        .env("TETHER_CACHE_DIR", b.cache.path())
-        .arg("status")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+    // The first run through the wrapper checks its version (remembered per
+    // executable, as for the real jj the timed runs used): not counted.
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(&log);
+        let out = d
+            .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+            .env("TETHER_JJ", &wrapper)
+            .env("TETHER_CACHE_DIR", b.cache.path())
+            .arg("status")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+    }
     let calls = std::fs::read_to_string(&log)
         .unwrap_or_default()
         .lines()

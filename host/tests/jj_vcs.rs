@@ -628,3 +628,59 @@ fn a_conflict_side_that_only_a_hidden_commit_made_keeps_its_pin() {
     assert!(store.tag(&p2).is_some());
     d.ok(&["verify", "--all-history"]);
 }
+
+/// The jj processes one `tether status` starts, each with its arguments, through a
+/// logging wrapper (the version check is remembered per executable, so the run
+/// after the first asks jj nothing about its version).
+fn jj_calls_of_status(d: &Dataset) -> Vec<String> {
+    let bin = d.tmp().join("counting");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = bin.join("calls.log");
+    let wrapper = bin.join("jj");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$(echo \"$*\" | tr '\\n' ' ')\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            tether_testkit::jj().display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut calls = Vec::new();
+    for _ in 0..2 {
+        let _ = std::fs::remove_file(&log);
+        let out = d
+            .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+            .env("TETHER_JJ", &wrapper)
+            .arg("status")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        calls = lines(&std::fs::read_to_string(&log).unwrap_or_default());
+    }
+    calls
+}
+
+/// `cargo xtask bench` times `status` on jj beside as many bare jj calls as it
+/// makes: that number is one, the `jj log` of the visible commits (the version
+/// check is remembered, git-store reads start no process), in a dataset with
+/// history, a second bookmark and a second workspace alike.
+#[test]
+fn status_on_jj_starts_one_jj_process() {
+    let (d, store, _c1) = with_commit(Vcs::Jj);
+    let calls = jj_calls_of_status(&d);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert!(calls[0].contains("--ignore-working-copy log"), "{calls:#?}");
+
+    store.write(json!({"labels": "1"}), "relabel");
+    d.ok(&["commit", "-m", "relabel"]);
+    d.jj(&["bookmark", "create", "side", "-r", "@-"]);
+    d.add_workspace(&d.tmp().join("second"));
+    let calls = jj_calls_of_status(&d);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+}
