@@ -533,7 +533,17 @@ fn gc_and_drop_refuse_an_unresolved_conflict_in_the_datasets_files() {
 /// releases that pin once the conflict itself is resolved away.
 #[test]
 fn a_conflict_side_that_only_a_hidden_commit_made_keeps_its_pin() {
-    let (d, store, c1) = with_commit(Vcs::Jj);
+    conflict_side_of_a_hidden_commit(Vcs::Jj);
+}
+
+/// The same in a colocated repository, where git sees jj's conflict trees too.
+#[test]
+fn a_conflict_side_that_only_a_hidden_commit_made_keeps_its_pin_colocated() {
+    conflict_side_of_a_hidden_commit(Vcs::JjColocated);
+}
+
+fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
+    let (d, store, c1) = with_commit(vcs);
     let mut pins = Vec::new();
     for labels in ["1", "2"] {
         store.write(json!({ "labels": labels }), "relabel");
