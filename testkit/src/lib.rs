@@ -119,3 +119,129 @@ pub fn python() -> PathBuf {
     );
     python
 }
+
+/// Credentials the local S3 server accepts (any are; these are what the
+/// tests hand to tether and to Python).
+pub const S3_ACCESS_KEY_ID: &str = "tether-test-key";
+/// See [`S3_ACCESS_KEY_ID`].
+pub const S3_SECRET_ACCESS_KEY: &str = "tether-test-secret-DO-NOT-PRINT";
+/// The region the local S3 server's buckets are in.
+pub const S3_REGION: &str = "us-east-1";
+
+/// A local S3 server for one test: moto's server (from the pinned Python
+/// environment `cargo xtask setup` makes) on a free port of 127.0.0.1, with
+/// one bucket made. It honours conditional puts (`If-None-Match: *`,
+/// `If-Match: <etag>`, 412 on a mismatch), which Icechunk relies on. Killed
+/// when dropped.
+pub struct S3Server {
+    child: std::process::Child,
+    endpoint: String,
+    bucket: String,
+}
+
+impl S3Server {
+    /// Start a server with bucket `bucket` (3-63 lowercase letters, digits, '-').
+    pub fn start(bucket: &str) -> Self {
+        Self::spawn(bucket, false)
+    }
+
+    /// A server that makes `bucket` and then refuses every request with 403
+    /// (moto's authentication switched on with no key known to it), for the
+    /// access-denied path.
+    pub fn start_denying(bucket: &str) -> Self {
+        Self::spawn(bucket, true)
+    }
+
+    fn spawn(bucket: &str, deny: bool) -> Self {
+        use std::io::{BufRead as _, BufReader};
+        use std::process::Stdio;
+        // Port 0: the server picks a free port and prints it once the
+        // bucket exists; it stops when its stdin closes (the test dropped it).
+        const SCRIPT: &str = r#"
+import sys, boto3
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+host, port = server.get_host_and_port()
+boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name=sys.argv[2],
+             aws_access_key_id="x", aws_secret_access_key="x").create_bucket(Bucket=sys.argv[1])
+print(port, flush=True)
+sys.stdin.read()
+server.stop()
+"#;
+        let mut command = Command::new(python());
+        if deny {
+            // Authentication starts after this many requests: the bucket's
+            // creation.
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", "1");
+        } else {
+            command.env_remove("INITIAL_NO_AUTH_ACTION_COUNT");
+        }
+        let mut child = command
+            .args(["-c", SCRIPT, bucket, S3_REGION])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the moto S3 server (run `cargo xtask setup` to install moto)");
+        let mut line = String::new();
+        let read = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
+        let port: u16 = match read.ok().and_then(|_| line.trim().parse().ok()) {
+            Some(p) => p,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the moto S3 server did not start (printed {line:?}): is moto installed in \
+                     target/pyenv? run `cargo xtask setup`"
+                );
+            }
+        };
+        Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            bucket: bucket.to_string(),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The bucket the server was started with.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// A `.tether/secrets.toml` entry giving tether this server for every
+    /// URI in the bucket.
+    pub fn secrets_toml(&self) -> String {
+        format!(
+            "[uris.\"s3://{}/\"]\naccess_key_id = \"{S3_ACCESS_KEY_ID}\"\n\
+             secret_access_key = \"{S3_SECRET_ACCESS_KEY}\"\nregion = \"{S3_REGION}\"\n\
+             endpoint_url = \"{}\"\nallow_http = true\nforce_path_style = true\n",
+            self.bucket, self.endpoint
+        )
+    }
+
+    /// The environment that points an S3 client (tether's, the conformance
+    /// runner's) at this server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY_ID.to_string()),
+            ("AWS_SECRET_ACCESS_KEY", S3_SECRET_ACCESS_KEY.to_string()),
+            ("AWS_REGION", S3_REGION.to_string()),
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".to_string()),
+        ]
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

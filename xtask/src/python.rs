@@ -1,6 +1,8 @@
 //! The pinned Python environment the interop tests drive: the real Python
 //! `icechunk` and `zarr` libraries, which create, read and write the stores
-//! the plugins work on (DESIGN §7). icechunk 2.x needs Python ≥ 3.12; pyenv
+//! the plugins work on (DESIGN §7), and `moto`'s S3 server, the local S3 the
+//! `s3://` tests run against (`testkit::S3Server`; moto honours the
+//! conditional puts Icechunk relies on). icechunk 2.x needs Python ≥ 3.12; pyenv
 //! provides `python3.12` here, while plain `python3` is 3.11.
 //!
 //! `setup` makes a virtualenv at `target/pyenv` and installs the pinned
@@ -13,7 +15,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Exact versions, so every machine runs the tests against the same libraries.
-const PACKAGES: &[&str] = &["icechunk==2.3.0", "zarr==3.4.2"];
+const PACKAGES: &[&str] = &["icechunk==2.3.0", "zarr==3.4.2", "moto[server]==5.2.1"];
 
 /// The interpreter the virtualenv is made from, when it runs (`TETHER_PYTHON`
 /// overrides; pyenv's installs are searched otherwise).
@@ -114,7 +116,7 @@ pub fn setup(root: &Path) -> Result<()> {
     )?;
     crate::run(Command::new(venv_python(&venv)).args([
         "-c",
-        "import icechunk, zarr; print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__)",
+        "import icechunk, zarr, moto.server; print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__, 'moto', moto.__version__)",
     ]))?;
     std::fs::write(&stamp, pins).with_context(|| format!("cannot write {}", stamp.display()))?;
     Ok(())
