@@ -15,11 +15,12 @@
 //! * `memory://NAME[/prefix]`: process-wide in-memory buckets
 //!   ([`object_store::memory::InMemory`]), the reference backend's home. A
 //!   bucket opened at `memory://NAME/sub` is the `sub/` prefix of bucket `NAME`.
-//! * Cloud stores (`s3://`, `gs://`, `az://`, ...) are refused as `Invalid` for
-//!   now; they will be one more `object_store` implementation behind the same
-//!   `object::ObjectBucket` the memory buckets use: a `ParsedUri`/`Target`
-//!   variant plus a constructor building the store from host-resolved
-//!   credentials (see [`Bucket::open`]).
+//! * `s3://bucket[/prefix]`: object_store's `AmazonS3` behind the same
+//!   `object::ObjectBucket` the memory buckets use, rooted at the prefix. The
+//!   credentials, region and endpoint are resolved by the host
+//!   ([`S3Settings`], carried by the [`Grants`]); the plugin only names the
+//!   URI. Conditional puts are S3's `If-None-Match: *` / `If-Match: <etag>`.
+//!   Other cloud schemes (`gs://`, `az://`, ...) are refused as `Invalid`.
 //!
 //! # Local directories
 //!
@@ -68,6 +69,7 @@
 
 mod local;
 mod object;
+mod s3;
 #[cfg(test)]
 mod tests;
 
@@ -76,6 +78,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
+
+pub use s3::{FIELDS as S3_FIELDS, S3Resolution, S3Settings, strip_settings};
 
 /// Largest page [`Bucket::list`] returns, whatever `limit` asks for; callers
 /// follow `next` for more.
@@ -157,8 +161,8 @@ enum ParsedUri {
     Local(Vec<String>),
     /// `memory://name/seg/seg`.
     Memory { name: String, prefix: Vec<String> },
-    // Cloud stores slot in here: `Cloud { scheme, bucket, prefix }`, opened
-    // through object_store with host-resolved credentials.
+    /// `s3://bucket/seg/seg`.
+    S3 { bucket: String, prefix: Vec<String> },
 }
 
 impl ParsedUri {
@@ -190,6 +194,35 @@ impl ParsedUri {
                 prefix,
             });
         }
+        if let Some(rest) = uri.strip_prefix("s3://") {
+            let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+            // S3 bucket names: 3-63 of lowercase letters, digits, '.', '-'.
+            if bucket.len() < 3
+                || bucket.len() > 63
+                || !bucket
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
+            {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?} has no valid S3 bucket name (expected s3://BUCKET[/prefix], \
+                     the bucket 3-63 lowercase letters, digits, '.' or '-')"
+                )));
+            }
+            if path.contains('\\') || path.chars().any(|c| c.is_control()) {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?}: prefix may not contain '\\' or control characters"
+                )));
+            }
+            let prefix = normalise_segments(path).ok_or_else(|| {
+                StorageError::Invalid(format!(
+                    "storage URI {uri:?}: '..' leads above the S3 bucket"
+                ))
+            })?;
+            return Ok(Self::S3 {
+                bucket: bucket.to_string(),
+                prefix,
+            });
+        }
         let path = if let Some(rest) = uri.strip_prefix("file://") {
             // `file:///p` and `file://localhost/p` name the local path `/p`.
             let rest = rest.strip_prefix("localhost").unwrap_or(rest);
@@ -203,7 +236,7 @@ impl ParsedUri {
             let scheme = scheme.to_ascii_lowercase();
             let msg = if matches!(
                 scheme.as_str(),
-                "s3" | "s3a" | "gs" | "az" | "azure" | "abfs" | "abfss" | "adl" | "http" | "https"
+                "s3a" | "gs" | "az" | "azure" | "abfs" | "abfss" | "adl" | "http" | "https"
             ) {
                 format!("storage URI {uri:?}: {scheme}:// object stores are not supported yet")
             } else {
@@ -247,6 +280,16 @@ impl ParsedUri {
                     prefix: rp,
                 },
             ) => gn == rn && rp.starts_with(gp),
+            (
+                Self::S3 {
+                    bucket: gb,
+                    prefix: gp,
+                },
+                Self::S3 {
+                    bucket: rb,
+                    prefix: rp,
+                },
+            ) => gb == rb && rp.starts_with(gp),
             _ => false,
         }
     }
@@ -254,7 +297,7 @@ impl ParsedUri {
     fn depth(&self) -> usize {
         match self {
             Self::Local(s) => s.len(),
-            Self::Memory { prefix, .. } => prefix.len(),
+            Self::Memory { prefix, .. } | Self::S3 { prefix, .. } => prefix.len(),
         }
     }
 
@@ -263,6 +306,8 @@ impl ParsedUri {
             Self::Local(s) => format!("/{}", s.join("/")),
             Self::Memory { name, prefix } if prefix.is_empty() => format!("memory://{name}"),
             Self::Memory { name, prefix } => format!("memory://{name}/{}", prefix.join("/")),
+            Self::S3 { bucket, prefix } if prefix.is_empty() => format!("s3://{bucket}"),
+            Self::S3 { bucket, prefix } => format!("s3://{bucket}/{}", prefix.join("/")),
         }
     }
 }
@@ -298,10 +343,16 @@ enum Target {
     Local { root: PathBuf, sub: PathBuf },
     /// Bucket `name`, objects under `prefix` (`""` or `a/b`, no slashes at the ends).
     Memory { name: String, prefix: String },
+    /// S3 bucket `bucket`, objects under `prefix`, with the host's settings.
+    S3 {
+        bucket: String,
+        prefix: String,
+        settings: S3Resolution,
+    },
 }
 
 impl StorageLocation {
-    /// The normalised URI (`/abs/path` or `memory://NAME[/prefix]`).
+    /// The normalised URI (`/abs/path`, `memory://NAME[/prefix]`, `s3://BUCKET[/prefix]`).
     pub fn uri(&self) -> &str {
         &self.uri
     }
@@ -311,6 +362,9 @@ impl StorageLocation {
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
     granted: Vec<ParsedUri>,
+    /// The host-resolved settings every `s3://` grant opens with; `None`
+    /// reads them from the environment alone.
+    s3: Option<S3Resolution>,
 }
 
 impl Grants {
@@ -322,7 +376,15 @@ impl Grants {
                 .into_iter()
                 .filter_map(|u| ParsedUri::parse(&u).ok())
                 .collect(),
+            s3: None,
         }
+    }
+
+    /// Open `s3://` grants with `settings` (resolved by the host from
+    /// secrets.toml and the environment) instead of the environment alone.
+    pub fn with_s3(mut self, settings: S3Resolution) -> Self {
+        self.s3 = Some(settings);
+        self
     }
 
     /// Normalise `uri` and check it is a granted URI or lies under one.
@@ -353,6 +415,11 @@ impl Grants {
             (ParsedUri::Memory { .. }, ParsedUri::Memory { name, prefix }) => Target::Memory {
                 name: name.clone(),
                 prefix: prefix.join("/"),
+            },
+            (ParsedUri::S3 { .. }, ParsedUri::S3 { bucket, prefix }) => Target::S3 {
+                bucket: bucket.clone(),
+                prefix: prefix.join("/"),
+                settings: self.s3.clone().unwrap_or_else(S3Settings::from_env),
             },
             // `covers` only matches like with like.
             _ => {
@@ -388,9 +455,10 @@ enum Backend {
 }
 
 impl Bucket {
-    /// Open a granted location. Local and memory buckets do no I/O here (a
-    /// missing local root reads as empty and is created by the first write);
-    /// it is async for the cloud stores to come, which resolve credentials.
+    /// Open a granted location. No bucket does I/O here (a missing local root
+    /// reads as empty and is created by the first write; an S3 client only
+    /// connects on its first request), but S3 settings the host could not
+    /// resolve fail here, as [`StorageError::Denied`].
     pub async fn open(location: StorageLocation) -> Result<Self, StorageError> {
         let uri: Arc<str> = location.uri.into();
         let backend = match location.target {
@@ -400,6 +468,16 @@ impl Bucket {
             Target::Memory { name, prefix } => Backend::Object(Arc::new(
                 object::ObjectBucket::memory(uri.clone(), &name, &prefix),
             )),
+            Target::S3 {
+                bucket,
+                prefix,
+                settings,
+            } => Backend::Object(Arc::new(object::ObjectBucket::s3(
+                uri.clone(),
+                &bucket,
+                &prefix,
+                &settings,
+            )?)),
         };
         Ok(Self { uri, backend })
     }

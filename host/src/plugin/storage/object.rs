@@ -1,6 +1,6 @@
-//! Buckets backed by an [`object_store::ObjectStore`]: today the process-wide
-//! `memory://NAME` buckets, later cloud stores (which only need another
-//! constructor building the store from host-resolved credentials).
+//! Buckets backed by an [`object_store::ObjectStore`]: the process-wide
+//! `memory://NAME` buckets and `s3://` buckets (built from host-resolved
+//! settings, see `s3.rs`).
 //!
 //! Conditional puts map to object_store's `PutMode::Create` /
 //! `PutMode::Update`, which the store itself makes atomic, and its errors map
@@ -33,6 +33,9 @@ pub(super) struct ObjectBucket {
     store: Arc<dyn ObjectStore>,
     /// Prefix of every object of this bucket, `""` or `a/b` (no slashes at the ends).
     prefix: String,
+    /// S3 lists in key order, so a page can stop early; and it has no
+    /// copy-if-not-exists, so such a copy is a read and a create-only put.
+    s3: bool,
 }
 
 impl ObjectBucket {
@@ -50,7 +53,23 @@ impl ObjectBucket {
             uri,
             store,
             prefix: prefix.to_string(),
+            s3: false,
         }
+    }
+
+    pub(super) fn s3(
+        uri: Arc<str>,
+        bucket: &str,
+        prefix: &str,
+        settings: &super::S3Resolution,
+    ) -> Result<Self, StorageError> {
+        let store = super::s3::client(&uri, bucket, settings)?;
+        Ok(Self {
+            uri,
+            store,
+            prefix: prefix.to_string(),
+            s3: true,
+        })
     }
 
     fn path(&self, key: &str) -> Result<Path, StorageError> {
@@ -99,6 +118,16 @@ impl ObjectBucket {
             )),
             E::InvalidPath { source } => {
                 StorageError::Invalid(format!("{uri}: {op} {key:?}: {source}"))
+            }
+            // The store's own text may quote the request; what the user
+            // needs is where the credentials come from.
+            E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
+                StorageError::Denied(format!(
+                    "{uri}: {op} {key:?}: the store refused the credentials (access denied): check \
+                 access_key_id / secret_access_key / session_token and region for this bucket \
+                 in .tether/secrets.toml ([uris.\"{uri}/\"] or [objects.\"KEY\"]) or \
+                 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in the environment"
+                ))
             }
             other => StorageError::Io(format!("{uri}: {op} {key:?}: {other}")),
         }
@@ -230,7 +259,14 @@ impl ObjectBucket {
             },
             None => None,
         };
-        let mut stream = self.store.list(list_root.as_ref());
+        let mut stream = match (&cursor, self.s3) {
+            // S3 starts after the cursor itself (`start-after`).
+            (Some(c), true) => match self.path(c) {
+                Ok(offset) => self.store.list_with_offset(list_root.as_ref(), &offset),
+                Err(_) => self.store.list(list_root.as_ref()),
+            },
+            _ => self.store.list(list_root.as_ref()),
+        };
         // The listing order is not guaranteed by object_store: keep the
         // `limit + 1` smallest keys after the cursor (one extra to know
         // whether another page follows).
@@ -257,6 +293,11 @@ impl ObjectBucket {
             best.insert(key.to_string(), self.meta(key, &m));
             if best.len() > limit + 1 {
                 best.pop_last();
+            }
+            // S3 lists in byte order: once one key past the page is known,
+            // the rest cannot belong to it.
+            if self.s3 && best.len() > limit {
+                break;
             }
         }
         let more = best.len() > limit;
@@ -299,6 +340,9 @@ impl ObjectBucket {
             },
             ..Default::default()
         };
+        if self.s3 && !overwrite {
+            return self.copy_create(src, dst).await;
+        }
         match self.store.copy_opts(&from, &to, options).await {
             Ok(()) => {}
             Err(object_store::Error::NotFound { .. }) => {
@@ -321,5 +365,25 @@ impl ObjectBucket {
                 self.uri
             ))
         })
+    }
+}
+
+impl ObjectBucket {
+    /// Copy without overwrite where the store has no copy-if-not-exists (S3):
+    /// read the source and put it create-only, which S3 makes atomic.
+    async fn copy_create(&self, src: &str, dst: &str) -> Result<ObjectMeta, StorageError> {
+        let Some(obj) = self.get(src).await? else {
+            return Err(StorageError::PreconditionFailed(format!(
+                "{}: copy {src:?} to {dst:?}: the source key does not exist",
+                self.uri
+            )));
+        };
+        match self.put(dst, obj.data, PutMode::Create).await {
+            Err(StorageError::AlreadyExists(_)) => Err(StorageError::AlreadyExists(format!(
+                "{}: copy {src:?} to {dst:?}: the destination key already exists",
+                self.uri
+            ))),
+            other => other,
+        }
     }
 }

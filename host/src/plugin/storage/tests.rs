@@ -1,4 +1,6 @@
-//! Every operation runs against both implementations with one shared body.
+//! Every operation runs against every implementation with one shared body:
+//! local directories, memory buckets, and `s3://` on a local S3 server (moto,
+//! one per test process, from the pinned Python environment).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,11 +67,42 @@ async fn memory_sub_harness() -> Harness {
     }
 }
 
+/// One moto server for the whole test process; it stops when the process
+/// exits (its stdin closes).
+fn s3_server() -> &'static tether_testkit::S3Server {
+    static SERVER: std::sync::OnceLock<tether_testkit::S3Server> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| tether_testkit::S3Server::start("storage-tests"))
+}
+
+fn s3_settings(server: &tether_testkit::S3Server) -> S3Resolution {
+    let options = serde_json::json!({
+        "access_key_id": tether_testkit::S3_ACCESS_KEY_ID,
+        "secret_access_key": tether_testkit::S3_SECRET_ACCESS_KEY,
+        "region": tether_testkit::S3_REGION,
+        "endpoint_url": server.endpoint(),
+        "allow_http": true,
+    });
+    Arc::new(S3Settings::resolve(options.as_object().unwrap(), |_| None))
+}
+
+/// An S3 bucket at a fresh prefix of the shared server's bucket.
+async fn s3_harness() -> Harness {
+    let server = s3_server();
+    let uri = format!("s3://{}/{}", server.bucket(), unique_memory_name());
+    let grants = Grants::new([uri.clone()]).with_s3(s3_settings(server));
+    Harness {
+        bucket: grants.open(&uri).await.unwrap(),
+        dir: None,
+        _tmp: None,
+    }
+}
+
 async fn harnesses() -> Vec<Harness> {
     vec![
         local_harness().await,
         memory_harness().await,
         memory_sub_harness().await,
+        s3_harness().await,
     ]
 }
 
@@ -575,7 +608,17 @@ fn grants() {
     assert!(invalid("memory:///p"));
     assert!(invalid("memory://m/a\\b"));
 
-    for cloud in ["s3://bucket/k", "gs://b/k", "az://c/k"] {
+    assert_eq!(ok("s3://bucket/k").unwrap(), "s3://bucket/k");
+    assert_eq!(ok("s3://bucket/k/x/../y/").unwrap(), "s3://bucket/k/y");
+    assert!(denied("s3://bucket/kk"));
+    assert!(denied("s3://bucket"));
+    assert!(denied("s3://other/k"));
+    assert!(denied("s3://bucket/k/../j"));
+    assert!(invalid("s3://bucket/.."));
+    assert!(invalid("s3://Bucket/k"));
+    assert!(invalid("s3://"));
+    assert!(invalid("s3:///k"));
+    for cloud in ["gs://b/k", "az://c/k"] {
         match g.check(cloud) {
             Err(StorageError::Invalid(m)) => assert!(m.contains("not supported yet"), "{m}"),
             other => panic!("{cloud}: {other:?}"),
@@ -971,4 +1014,19 @@ fn separate_processes_race() {
             .count()
             >= 1
     );
+}
+
+#[tokio::test]
+async fn s3_settings_the_host_could_not_resolve_fail_at_open() {
+    let grants = Grants::new(["s3://bucket/k".to_string()])
+        .with_s3(Arc::new(Err("no S3 credentials: set them".to_string())));
+    match grants.open("s3://bucket/k/sub").await {
+        Err(StorageError::Denied(m)) => {
+            assert!(
+                m.contains("s3://bucket/k/sub") && m.contains("no S3 credentials"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
 }
