@@ -34,6 +34,10 @@ pub struct Repo {
     /// snapshots (a plain `status`) never builds a wasm engine.
     runtime: std::sync::OnceLock<Runtime>,
     plugins: OnceCell<PluginResolution>,
+    /// Storage URI -> object key, for the objects secrets.toml has an
+    /// `[objects."KEY"]` entry for: how a client made from a locator alone
+    /// finds the entry that applies to its store.
+    keyed_storage: std::sync::OnceLock<BTreeMap<String, String>>,
 }
 
 /// The plugins a dataset runs: loaded ones by kind, and the pinned kinds that
@@ -83,6 +87,7 @@ impl Repo {
             secrets,
             runtime: std::sync::OnceLock::new(),
             plugins: OnceCell::new(),
+            keyed_storage: std::sync::OnceLock::new(),
         })
     }
 
@@ -331,10 +336,13 @@ impl Repo {
     /// The backend options a plugin is configured with for `kind`: the
     /// committed `[backends.<kind>]` merged with secrets.toml's (which wins).
     pub fn backend_config(&self, kind: &str) -> Value {
-        Value::Object(
-            self.secrets
-                .backend_options(kind, &self.config.backend_options(kind)),
-        )
+        let mut options = self
+            .secrets
+            .backend_options(kind, &self.config.backend_options(kind));
+        // S3 credentials and endpoints are the host's: they open the
+        // storage grants and never enter the sandbox.
+        crate::plugin::storage::strip_settings(&mut options);
+        Value::Object(options)
     }
 
     /// A backend client for one object.
@@ -346,13 +354,101 @@ impl Repo {
     /// Local file hashes are cached across commands in the dataset's
     /// `.tether/cache/file-hashes.json` (spec/11, `file`).
     pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
-        plugin
+        let client = plugin
             .object_with_secrets(
                 locator,
                 &self.backend_config(plugin.kind()),
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+        self.with_s3_settings(client, None, plugin.kind())
+    }
+
+    /// [`Repo::client_for`] for an object `add` is registering as `key`
+    /// (no manifest names it yet): its `s3://` grants open with `key`'s
+    /// settings, `[objects."KEY"]` included.
+    pub fn client_for_added(
+        &self,
+        plugin: &Arc<Plugin>,
+        locator: &Value,
+        key: &str,
+    ) -> ObjectClient {
+        let client = self.client_for(plugin, locator);
+        self.with_s3_settings(client, Some(key), plugin.kind())
+    }
+
+    /// Open the client's `s3://` storage grants with the settings the host
+    /// resolves for object `key` (when the caller knows it; otherwise an
+    /// `[objects."KEY"]` entry applies to the object whose manifest names the
+    /// same storage URI). The plugin never sees them.
+    fn with_s3_settings(
+        &self,
+        client: ObjectClient,
+        key: Option<&str>,
+        kind: &str,
+    ) -> ObjectClient {
+        let s3_uri = client.s3_grants().next().map(str::to_string);
+        match s3_uri {
+            Some(uri) => {
+                let settings = self.s3_settings(key, kind, &uri);
+                client.with_s3_settings(settings)
+            }
+            None => client,
+        }
+    }
+
+    /// The settings an `s3://` store of object `key` (kind `kind`) opens
+    /// with: `[objects."KEY"]`, the longest `[uris."PREFIX"]`,
+    /// `[backends.KIND]` (committed and secrets.toml), then the environment,
+    /// per field.
+    pub fn s3_settings(
+        &self,
+        key: Option<&str>,
+        kind: &str,
+        uri: &str,
+    ) -> crate::plugin::storage::S3Resolution {
+        let found;
+        let key = match key {
+            Some(k) => Some(k),
+            None => {
+                found = self.keyed_storage().get(uri).cloned();
+                found.as_deref()
+            }
+        };
+        let options = self.secrets.resolve(
+            key.unwrap_or_default(),
+            kind,
+            Some(uri),
+            &self.config.backend_options(kind),
+        );
+        Arc::new(crate::plugin::storage::S3Settings::resolve(&options, |v| {
+            std::env::var(v).ok()
+        }))
+    }
+
+    fn keyed_storage(&self) -> &BTreeMap<String, String> {
+        self.keyed_storage.get_or_init(|| {
+            let mut out = BTreeMap::new();
+            if self.secrets.objects.is_empty() {
+                return out;
+            }
+            // An unreadable manifest fails the command elsewhere, with its
+            // own error; here it only means no entry applies.
+            let Ok(manifests) = self.manifests() else {
+                return out;
+            };
+            for key in self.secrets.objects.keys() {
+                let Some(m) = manifests.get(key) else {
+                    continue;
+                };
+                for v in m.locator.values().filter_map(Value::as_str) {
+                    if v.starts_with("s3://") {
+                        out.entry(v.to_string()).or_insert_with(|| key.clone());
+                    }
+                }
+            }
+            out
+        })
     }
 
     /// [`Repo::client_for`] for the object `key`, with what its
@@ -363,9 +459,10 @@ impl Repo {
     pub fn client_for_key(&self, plugin: &Arc<Plugin>, locator: &Value, key: &str) -> ObjectClient {
         let mut secret = self.secrets.backend_options(plugin.kind(), &Map::new());
         crate::model::secrets::merge_options(&mut secret, &self.secrets.object_entry(key, None));
-        plugin
+        let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+        self.with_s3_settings(client, Some(key), plugin.kind())
     }
 
     /// [`Repo::client`] for the object `key` ([`Repo::client_for_key`]).

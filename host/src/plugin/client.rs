@@ -22,7 +22,7 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use super::host::{CallState, Preopens};
 use super::runtime::Plugin;
-use super::storage::Grants;
+use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
     Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, json_in, json_out,
@@ -91,6 +91,8 @@ pub struct ObjectClient {
     /// Local directories preopened for each call (`describe-fs`).
     fs_grants: Vec<String>,
     hash_cache: Option<PathBuf>,
+    /// Host-resolved settings for the `s3://` storage grants.
+    s3: Option<S3Resolution>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -98,6 +100,8 @@ pub struct ObjectClient {
 #[derive(Debug, Clone, Default)]
 struct Access {
     storage: Vec<String>,
+    /// Settings the `s3://` grants open with; `None`: the environment's.
+    s3: Option<S3Resolution>,
     fs: Vec<String>,
 }
 
@@ -155,6 +159,7 @@ impl Plugin {
                 .map(|(_, dir)| dir)
                 .collect(),
             hash_cache: None,
+            s3: None,
         }
     }
 
@@ -268,6 +273,7 @@ impl HarnessClient {
         };
         Access {
             storage: vec![self.scratch.clone()],
+            s3: None,
             fs,
         }
     }
@@ -316,6 +322,22 @@ impl ObjectClient {
         self
     }
 
+    /// Open this object's `s3://` storage grants with `settings`, which the
+    /// host resolved from secrets.toml and the environment (without, the
+    /// environment alone). The plugin never sees them.
+    pub fn with_s3_settings(mut self, settings: S3Resolution) -> Self {
+        self.s3 = Some(settings);
+        self
+    }
+
+    /// The `s3://` URIs among this object's storage grants.
+    pub fn s3_grants(&self) -> impl Iterator<Item = &str> {
+        self.grants
+            .iter()
+            .map(String::as_str)
+            .filter(|g| g.starts_with("s3://"))
+    }
+
     /// This call's `tree` capability: the granted paths, and the dataset's
     /// hash cache when there is one.
     fn tree(&self) -> Tree {
@@ -328,6 +350,7 @@ impl ObjectClient {
     fn access(&self) -> Access {
         Access {
             storage: self.grants.clone(),
+            s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
         }
     }
@@ -682,7 +705,7 @@ async fn run_inner_batch(
         plugin,
         config,
         locator,
-        grants.storage,
+        storage_grants(grants.storage, grants.s3),
         preopens,
         tree,
         calls,
@@ -702,16 +725,26 @@ async fn run_inner_batch(
     result
 }
 
+/// The storage grants of one call: the URIs, `s3://` ones opening with the
+/// host-resolved settings when given (the environment's otherwise).
+fn storage_grants(uris: Vec<String>, s3: Option<S3Resolution>) -> Grants {
+    let grants = Grants::new(uris);
+    match s3 {
+        Some(s3) => grants.with_s3(s3),
+        None => grants,
+    }
+}
+
 async fn run_instance(
     plugin: &Plugin,
     config: &str,
     locator: &str,
-    grants: Vec<String>,
+    grants: Grants,
     preopens: Preopens,
     tree: Tree,
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
-    let (mut store, instance) = plugin.instantiate(Grants::new(grants), preopens).await?;
+    let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
     store.data_mut().set_tree(tree);
     let s = &mut store;
     let backend = plugin
