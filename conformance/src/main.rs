@@ -30,7 +30,11 @@ struct Cli {
     #[arg(long)]
     json: bool,
     /// Where the harness makes its systems: a storage URI (`memory://NAME`,
-    /// an absolute path). Default: a fresh temporary directory.
+    /// `s3://BUCKET/prefix`, an absolute path). Default: a fresh temporary
+    /// directory. An `s3://` scratch takes its credentials, region and
+    /// endpoint from the environment (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL,
+    /// AWS_ALLOW_HTTP), as tether's last resolution level does.
     #[arg(long, value_name = "URI")]
     scratch: Option<String>,
     /// The `[backends.<kind>]` configuration, as JSON.

@@ -1,10 +1,12 @@
 //! `tether-conformance` on the first-party `icechunk` plugin: every check its
 //! capabilities call for passes, on a local scratch directory and on an
-//! in-memory bucket (where conditional puts make `CONDITIONAL_REF` real).
+//! in-memory bucket (where conditional puts make `CONDITIONAL_REF` real) and
+//! on an `s3://` bucket of a local S3 server (moto), the credentials and
+//! endpoint given to the runner by the environment.
 
 mod common;
 
-use common::{conformance, describe, stdout_lines};
+use common::{describe, stdout_lines};
 
 fn icechunk_plugin() -> String {
     let wasm = tether::plugin::builtin::build_dir().join("tether_plugin_icechunk.wasm");
@@ -17,10 +19,19 @@ fn icechunk_plugin() -> String {
 }
 
 fn passes(extra: &[&str], groups: &[&str]) {
+    passes_with_env(extra, &[], groups);
+}
+
+fn passes_with_env(extra: &[&str], env: &[(&str, String)], groups: &[&str]) {
     let wasm = icechunk_plugin();
     let mut args = vec![wasm.as_str()];
     args.extend_from_slice(extra);
-    let out = conformance(&args);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
+        .args(&args)
+        .env("TETHER_CACHE_DIR", common::cache_dir())
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run tether-conformance");
     let text = describe(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let lines = stdout_lines(&out);
@@ -57,5 +68,25 @@ fn icechunk_plugin_passes_conformance_on_an_object_store() {
     passes(
         &["--scratch", "memory://icechunk-conformance"],
         &["conditional_ref.", "fork.", "promote.", "create."],
+    );
+}
+
+#[test]
+fn icechunk_plugin_passes_conformance_on_s3() {
+    let server = tether_testkit::S3Server::start("icechunk-conformance");
+    let scratch = format!("s3://{}/scratch", server.bucket());
+    passes_with_env(
+        &["--scratch", &scratch],
+        &server.env(),
+        &[
+            "conditional_ref.",
+            "fingerprint.",
+            "pin.",
+            "fork.",
+            "promote.",
+            "history.",
+            "diff.",
+            "create.",
+        ],
     );
 }
