@@ -290,6 +290,53 @@ out({"tags": tags, "recreated": recreated})
     assert_eq!(python_tags(&server, prefix)[format!("{tag}.2")], second);
 }
 
+/// `add --create` on S3: an empty Icechunk repository Python opens, owned
+/// by the dataset (`tether.owner`), that Python then commits into and
+/// tether reads back.
+#[test]
+fn s3_add_create_makes_a_repository_python_opens() {
+    let server = S3Server::start("tether-create");
+    let d = dataset(&server);
+    let prefix = "made/fresh.icechunk";
+    let uri = format!("s3://{}/{prefix}", server.bucket());
+    ok(
+        &d,
+        &["add", "fresh", &uri, "--kind", "icechunk", "--create"],
+    );
+    let seen = py(
+        &server,
+        prefix,
+        r#"
+st = storage()
+assert icechunk.Repository.exists(st)
+repo = icechunk.Repository.open(st)
+meta = repo.get_metadata()
+session = repo.writable_session("main")
+group = zarr.group(store=session.store)
+group.create_array("temp", shape=(2,), chunks=(2,), dtype="i4")[:] = [7, 8]
+out({"metadata": meta, "commit": session.commit("python writes into a store tether made"),
+     "spec": int(icechunk.Repository.fetch_spec_version(st))})
+"#,
+        &[],
+    );
+    assert_eq!(
+        seen["metadata"],
+        json!({ "tether.owner": d.dataset_id() }),
+        "{seen}"
+    );
+    assert_eq!(seen["spec"], 2, "{seen}");
+    let out = ok(&d, &["commit", "-m", "python's values"]);
+    assert!(out.contains("pinned fresh -> tether."), "{out}");
+    let tags = python_tags(&server, prefix);
+    assert!(
+        tags.as_object()
+            .unwrap()
+            .values()
+            .any(|v| *v == seen["commit"]),
+        "tether pinned Python's commit: {tags}"
+    );
+}
+
 /// Bad S3 settings fail with exit 1, a message saying what to configure,
 /// and never the secret; a committed endpoint is refused outright.
 #[test]
