@@ -16,10 +16,14 @@
 //! ```
 //!
 //! `uri` (positional; `path` is accepted as an alias) is an absolute local
-//! path or a `file://` URL. Relative paths are resolved by the engine at `add`
-//! before they reach a plugin, so one here is refused. `region` is ignored for
-//! local paths. Object stores (`s3://`, `gs://`, `az://`, ...) are refused
-//! with a capability error: this build does not support them yet.
+//! path, a `file://` URL, or an S3 prefix `s3://bucket/prefix/` (a trailing
+//! `/`, or no key at all, means a prefix). Relative paths are resolved by the
+//! engine at `add` before they reach a plugin, so one here is refused.
+//! `region` is ignored for local paths (the host resolves S3's region with
+//! its credentials; the plugin never sees either). A single S3 object (no
+//! trailing `/`) and other object stores (`gs://`, `az://`, ...) are refused
+//! with a capability error: this build does not support them yet (a storage
+//! grant is a prefix, so an object would need its parent granted).
 //!
 //! Both keys are `tree-keys` (walk, stat, hash) and `storage-keys` (the owner
 //! marker `create` writes goes through `storage`), and `local-path-keys`.
@@ -34,7 +38,12 @@
 //! ## States
 //!
 //! - a file: `{"type": "file", "size": N, "sha256": HEX}`;
-//! - a directory: `{"type": "dir", "count": N, "size": N, "digest": HEX}`.
+//! - a directory: `{"type": "dir", "count": N, "size": N, "digest": HEX}`;
+//! - an S3 prefix: `{"type": "prefix", "count": N, "size": N, "digest": HEX}`,
+//!   from one paged listing: every object under the prefix is an entry whose
+//!   token is its etag (quotes removed), and `count`, `size`, `digest` follow
+//!   the directory recipe below over those entries. The listing is the same
+//!   JSONL, so `diff` names the keys added, removed and modified.
 //!
 //! A directory's entries are its files (a symlink to a file counts as a file
 //! with its target's size and sha256: read through) and its symlinks that are
@@ -113,15 +122,95 @@ struct Marker {
     owner: String,
 }
 
+/// What a locator names.
+enum Location {
+    /// An absolute local path, not resolved (the host does that).
+    Local(String),
+    /// An S3 prefix, as the storage URI to open (`s3://bucket[/prefix]`, no
+    /// trailing slash) and the identity (`s3://bucket/prefix/`).
+    Prefix { storage: String, identity: String },
+}
+
+fn raw_uri(locator: &Value) -> Result<&str> {
+    ["uri", "path"]
+        .iter()
+        .find_map(|k| locator.get(*k))
+        .ok_or_else(|| {
+            Error::invalid("a file locator needs `uri` (a local path or s3://bucket/prefix/)")
+        })?
+        .as_str()
+        .ok_or_else(|| Error::invalid("locator `uri` must be a string"))
+}
+
+fn location(locator: &Value) -> Result<Location> {
+    let raw = raw_uri(locator)?;
+    let Some(rest) = raw.strip_prefix("s3://") else {
+        return local_path(locator).map(Location::Local);
+    };
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Err(Error::invalid(format!(
+            "{raw}: an s3:// uri needs a bucket (s3://bucket/prefix/)"
+        )));
+    }
+    if !key.is_empty() && !key.ends_with('/') {
+        return Err(Error::Capability(format!(
+            "{raw}: single S3 objects are not supported by this build of the file backend yet; \
+             track a prefix instead (a uri ending in '/')"
+        )));
+    }
+    let key = key.trim_end_matches('/');
+    if key.split('/').any(|seg| seg == "." || seg == "..") || key.contains("//") {
+        return Err(Error::invalid(format!(
+            "{raw}: the prefix may not have empty, '.' or '..' segments"
+        )));
+    }
+    Ok(if key.is_empty() {
+        Location::Prefix {
+            storage: format!("s3://{bucket}"),
+            identity: format!("s3://{bucket}/"),
+        }
+    } else {
+        Location::Prefix {
+            storage: format!("s3://{bucket}/{key}"),
+            identity: format!("s3://{bucket}/{key}/"),
+        }
+    })
+}
+
+/// The entries under an S3 prefix, in key order: token the etag.
+fn prefix_listing(storage: &str) -> Result<DirListing> {
+    let bucket = Bucket::open(storage)?;
+    let mut entries: Vec<ListedEntry> = bucket
+        .list_all("")?
+        .into_iter()
+        .map(|m| ListedEntry {
+            k: m.etag.trim_matches('"').to_owned(),
+            p: m.key,
+            s: m.size,
+        })
+        .collect();
+    entries.sort_by(|a, b| a.p.cmp(&b.p));
+    Ok(DirListing { entries })
+}
+
+fn prefix_state(listing: &DirListing) -> Value {
+    let mut state = listing.state();
+    state["type"] = json!("prefix");
+    state
+}
+
+/// Refusal of what only local paths support.
+fn local_only(what: &str) -> Error {
+    Error::Capability(format!(
+        "the file backend {what} only local directories; remote prefixes are not created or removed by tether"
+    ))
+}
+
 /// The local path a locator names: `uri` (or `path`), `file://` folded,
 /// absolute. Not resolved: the host does that (`tree::realpath`).
 fn local_path(locator: &Value) -> Result<String> {
-    let raw = ["uri", "path"]
-        .iter()
-        .find_map(|k| locator.get(*k))
-        .ok_or_else(|| Error::invalid("a file locator needs `uri` (a local path)"))?
-        .as_str()
-        .ok_or_else(|| Error::invalid("locator `uri` must be a string"))?;
+    let raw = raw_uri(locator)?;
     let path = if let Some(rest) = raw.strip_prefix("file://") {
         rest.strip_prefix("localhost").unwrap_or(rest)
     } else if let Some((scheme, _)) = raw.split_once("://") {
@@ -207,18 +296,23 @@ impl Backend for FileBackend {
     }
 
     fn validate_locator(&self, locator: &Value) -> Result<()> {
-        local_path(locator).map(|_| ())
+        location(locator).map(|_| ())
     }
 
     fn identity(&self, locator: &Value) -> Result<Value> {
-        let path = local_path(locator)?;
-        Ok(json!({ "uri": tree::realpath(&path)? }))
+        match location(locator)? {
+            Location::Local(path) => Ok(json!({ "uri": tree::realpath(&path)? })),
+            Location::Prefix { identity, .. } => Ok(json!({ "uri": identity })),
+        }
     }
 
     fn effective_capabilities(&self, locator: &Value, _policy: &Value) -> Result<Vec<String>> {
-        // Local paths are always Observed; `local_path` refuses the rest.
-        local_path(locator)?;
-        Ok(self.describe().capabilities)
+        // Always Observed; only local directories can be created.
+        let mut caps = self.describe().capabilities;
+        if let Location::Prefix { .. } = location(locator)? {
+            caps.retain(|c| c != cap::CREATE);
+        }
+        Ok(caps)
     }
 
     fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
@@ -227,10 +321,21 @@ impl Backend for FileBackend {
                 "the file backend has no working refs (asked for {name})"
             )));
         }
-        Self::state_at(&local_path(locator)?)
+        match location(locator)? {
+            Location::Local(path) => Self::state_at(&path),
+            Location::Prefix { storage, .. } => Ok(prefix_state(&prefix_listing(&storage)?)),
+        }
     }
 
     fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+        if let Location::Prefix { storage, .. } = location(locator)? {
+            if state.get("type").and_then(Value::as_str) != Some("prefix") {
+                return Ok(None);
+            }
+            let listing = prefix_listing(&storage)?;
+            // Only the current content can be listed.
+            return Ok((prefix_state(&listing) == *state).then(|| listing.to_jsonl()));
+        }
         if state.get("type").and_then(Value::as_str) != Some("dir") {
             return Ok(None);
         }
@@ -262,7 +367,9 @@ impl Backend for FileBackend {
     }
 
     fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
-        let path = local_path(locator)?;
+        let Location::Local(path) = location(locator)? else {
+            return Err(local_only("creates"));
+        };
         let refuse = || {
             Error::backend(format!(
                 "{path} already exists; create never adopts an existing directory"
@@ -284,12 +391,17 @@ impl Backend for FileBackend {
     }
 
     fn owner(&self, locator: &Value) -> Result<Option<String>> {
-        Self::read_owner(&local_path(locator)?)
+        match location(locator)? {
+            Location::Local(path) => Self::read_owner(&path),
+            Location::Prefix { .. } => Ok(None),
+        }
     }
 
     fn is_ref_empty(&self, locator: &Value, _ignoring: &[String]) -> Result<Option<bool>> {
         // No refs here: empty means no data but the marker.
-        let path = local_path(locator)?;
+        let Location::Local(path) = location(locator)? else {
+            return Ok(None);
+        };
         match tree::stat(&path)? {
             None => Ok(Some(true)),
             Some(e) if e.kind == EntryKind::Dir => Ok(Some(tree::is_empty(&path)?)),
@@ -298,7 +410,9 @@ impl Backend for FileBackend {
     }
 
     fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
-        let path = local_path(locator)?;
+        let Location::Local(path) = location(locator)? else {
+            return Err(local_only("deletes"));
+        };
         if tree::stat(&path)?.is_none() {
             return Ok(());
         }

@@ -189,7 +189,8 @@ pub fn diff(a: &Value, b: &Value, la: Option<&str>, lb: Option<&str>) -> Result<
                 out.add(".", Change::Modified, parts.join(", "));
             }
         }
-        (Some("dir"), Some("dir")) => {
+        // A directory and an S3 prefix follow one recipe and listing form.
+        (Some(x @ ("dir" | "prefix")), Some(y)) if x == y => {
             if field(a, "digest") == field(b, "digest") {
                 return Ok(out);
             }

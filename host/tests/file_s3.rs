@@ -1,0 +1,152 @@
+//! The `file` plugin on an S3 prefix (spec/11 "file": `type=prefix, count,
+//! size, digest` from one paged listing, etag and size per key), against a
+//! local S3 server (moto) written to by boto3, through the `tether` binary
+//! with the endpoint and keys in `.tether/secrets.toml`.
+
+mod support;
+
+use serde_json::Value;
+use support::{Dataset, describe, lines};
+use tether_testkit::{S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY, S3Server};
+
+/// Put (`put KEY TEXT`) or delete (`delete KEY`) objects with boto3.
+fn s3(server: &S3Server, ops: &[&[&str]]) {
+    let script = r#"
+import sys, json, boto3
+endpoint, bucket, key_id, secret, region, ops = sys.argv[1:7]
+c = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                 aws_access_key_id=key_id, aws_secret_access_key=secret)
+for op in json.loads(ops):
+    if op[0] == "put":
+        c.put_object(Bucket=bucket, Key=op[1], Body=op[2].encode())
+    else:
+        c.delete_object(Bucket=bucket, Key=op[1])
+"#;
+    let ops = serde_json::to_string(ops).unwrap();
+    let out = std::process::Command::new(tether_testkit::python())
+        .arg("-c")
+        .arg(script)
+        .args([
+            server.endpoint(),
+            server.bucket(),
+            S3_ACCESS_KEY_ID,
+            S3_SECRET_ACCESS_KEY,
+            S3_REGION,
+            &ops,
+        ])
+        .output()
+        .expect("run python");
+    assert!(out.status.success(), "boto3 failed:\n{}", describe(&out));
+}
+
+fn ok(d: &Dataset, args: &[&str]) -> String {
+    let out = d.tether(args);
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "tether {args:?}:\n{text}");
+    assert!(!text.contains(S3_SECRET_ACCESS_KEY), "{text}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn s3_prefix_states_listings_and_diffs() {
+    let server = S3Server::start("tether-files");
+    s3(
+        &server,
+        &[
+            &["put", "raw/a.txt", "alpha"],
+            &["put", "raw/sub/b.txt", "bravo!"],
+            // Beside the prefix, not under it.
+            &["put", "rawish/c.txt", "not ours"],
+        ],
+    );
+    let d = Dataset::init();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = d.root().join(".tether").join("secrets.toml");
+        std::fs::write(&path, server.secrets_toml()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let uri = format!("s3://{}/raw/", server.bucket());
+    ok(&d, &["add", "raw", &uri, "--kind", "file"]);
+    ok(&d, &["commit", "-m", "first"]);
+    let m = d.manifest("raw");
+    let state = &m["state"];
+    assert_eq!(state["type"].as_str(), Some("prefix"), "{m:?}");
+    assert_eq!(state["count"].as_integer(), Some(2), "{m:?}");
+    assert_eq!(state["size"].as_integer(), Some(11), "{m:?}");
+    let first = d.rev("HEAD");
+    let status = ok(&d, &["status", "--snapshot"]);
+    assert!(status.contains("clean raw"), "{status}");
+
+    // Bytes change under one key, one key is added and one removed.
+    s3(
+        &server,
+        &[
+            &["put", "raw/a.txt", "ALPHA, longer"],
+            &["put", "raw/new.txt", "n"],
+            &["delete", "raw/sub/b.txt"],
+        ],
+    );
+    // `file` objects are immutable by default: drift is an error...
+    let out = d.tether(&["status", "--snapshot"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        lines(&String::from_utf8_lossy(&out.stdout))
+            .iter()
+            .any(|l| l.starts_with("error raw [file/observed]")),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed since it was committed"),
+        "{}",
+        describe(&out)
+    );
+    // ...until the object is registered again with its new content.
+    ok(&d, &["remove", "raw"]);
+    ok(&d, &["add", "raw", &uri, "--kind", "file"]);
+    ok(&d, &["commit", "-m", "second"]);
+    let m = d.manifest("raw");
+    assert_eq!(m["state"]["count"].as_integer(), Some(2), "{m:?}");
+    assert_eq!(m["state"]["size"].as_integer(), Some(14), "{m:?}");
+    let diff = ok(&d, &["diff", &first, "HEAD", "--content", "--json"]);
+    let diff: Value = serde_json::from_str(&diff).unwrap();
+    let entries = diff
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "raw")
+        .unwrap_or_else(|| panic!("raw changed: {diff}"))["detail"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["change"].as_str().unwrap(),
+                e["path"].as_str().unwrap()
+            )
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        entries,
+        ["modified a.txt", "added new.txt", "removed sub/b.txt"],
+        "{diff}"
+    );
+
+    // `add --create` makes only local directories.
+    let out = d.tether(&[
+        "add",
+        "made",
+        &format!("s3://{}/made/", server.bucket()),
+        "--kind",
+        "file",
+        "--create",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only local directories"),
+        "{}",
+        describe(&out)
+    );
+}
