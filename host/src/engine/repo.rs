@@ -361,7 +361,7 @@ impl Repo {
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
-        self.with_s3_settings(client, None, plugin.kind())
+        self.with_s3_settings(client, None, plugin.kind(), locator)
     }
 
     /// [`Repo::client_for`] for an object `add` is registering as `key`
@@ -374,7 +374,7 @@ impl Repo {
         key: &str,
     ) -> ObjectClient {
         let client = self.client_for(plugin, locator);
-        self.with_s3_settings(client, Some(key), plugin.kind())
+        self.with_s3_settings(client, Some(key), plugin.kind(), locator)
     }
 
     /// Open the client's `s3://` storage grants with the settings the host
@@ -386,11 +386,13 @@ impl Repo {
         client: ObjectClient,
         key: Option<&str>,
         kind: &str,
+        locator: &Value,
     ) -> ObjectClient {
         let s3_uri = client.s3_grants().next().map(str::to_string);
         match s3_uri {
             Some(uri) => {
-                let settings = self.s3_settings(key, kind, &uri);
+                let region = locator.get("region").and_then(Value::as_str);
+                let settings = self.s3_settings(key, kind, &uri, region);
                 client.with_s3_settings(settings)
             }
             None => client,
@@ -400,12 +402,14 @@ impl Repo {
     /// The settings an `s3://` store of object `key` (kind `kind`) opens
     /// with: `[objects."KEY"]`, the longest `[uris."PREFIX"]`,
     /// `[backends.KIND]` (committed and secrets.toml), then the environment,
-    /// per field.
+    /// per field. A `region` in the locator (spec/11: it "overrides the
+    /// store region") beats them all; it names no endpoint or secret.
     pub fn s3_settings(
         &self,
         key: Option<&str>,
         kind: &str,
         uri: &str,
+        locator_region: Option<&str>,
     ) -> crate::plugin::storage::S3Resolution {
         let found;
         let key = match key {
@@ -415,12 +419,15 @@ impl Repo {
                 found.as_deref()
             }
         };
-        let options = self.secrets.resolve(
+        let mut options = self.secrets.resolve(
             key.unwrap_or_default(),
             kind,
             Some(uri),
             &self.config.backend_options(kind),
         );
+        if let Some(region) = locator_region.filter(|r| !r.is_empty()) {
+            options.insert("region".into(), Value::String(region.to_string()));
+        }
         Arc::new(crate::plugin::storage::S3Settings::resolve(&options, |v| {
             std::env::var(v).ok()
         }))
@@ -462,7 +469,7 @@ impl Repo {
         let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
-        self.with_s3_settings(client, Some(key), plugin.kind())
+        self.with_s3_settings(client, Some(key), plugin.kind(), locator)
     }
 
     /// [`Repo::client`] for the object `key` ([`Repo::client_for_key`]).
