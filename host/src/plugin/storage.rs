@@ -487,9 +487,11 @@ impl Bucket {
         &self.uri
     }
 
-    /// The whole object, or `None` when the key does not exist.
+    /// The whole object, or `None` when the key does not exist. On object
+    /// stores the empty key reads the object at the bucket's URI itself
+    /// (see [`check_read_key`](Self::check_read_key)).
     pub async fn get(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
-        self.check_key(key)?;
+        self.check_read_key(key)?;
         match &self.backend {
             Backend::Local(b) => b.get(key).await,
             Backend::Object(b) => b.get(key).await,
@@ -504,7 +506,7 @@ impl Bucket {
         offset: u64,
         length: u64,
     ) -> Result<Option<Vec<u8>>, StorageError> {
-        self.check_key(key)?;
+        self.check_read_key(key)?;
         match &self.backend {
             Backend::Local(b) => b.get_range(key, offset, length).await,
             Backend::Object(b) => b.get_range(key, offset, length).await,
@@ -513,7 +515,7 @@ impl Bucket {
 
     /// Metadata, or `None` when the key does not exist.
     pub async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StorageError> {
-        self.check_key(key)?;
+        self.check_read_key(key)?;
         match &self.backend {
             Backend::Local(b) => b.head(key).await,
             Backend::Object(b) => b.head(key).await,
@@ -588,6 +590,31 @@ impl Bucket {
             Backend::Local(b) => b.copy(src, dst, overwrite).await,
             Backend::Object(b) => b.copy(src, dst, overwrite).await,
         }
+    }
+
+    /// Keys of reads: [`validate_key`]'s, plus the empty key on an object
+    /// store bucket opened below its root, which names the object at the
+    /// bucket's URI itself (`s3://b/dir/file.txt`). The grant is that URI, so
+    /// a single object is readable without granting its parent; nothing
+    /// outside the grant becomes reachable. Local buckets refuse it (a local
+    /// file is the `tree` capability's), as do writes everywhere.
+    fn check_read_key(&self, key: &str) -> Result<(), StorageError> {
+        if key.is_empty() {
+            return match &self.backend {
+                Backend::Object(b) if b.has_prefix() => Ok(()),
+                Backend::Object(_) => Err(StorageError::Invalid(format!(
+                    "{}: the empty key names the object at the bucket's URI, and a bucket's \
+                     root is not an object",
+                    self.uri
+                ))),
+                Backend::Local(_) => Err(StorageError::Invalid(format!(
+                    "{}: the empty key (the object at the bucket's own URI) is for object \
+                     stores; a local file is read through `tree`",
+                    self.uri
+                ))),
+            };
+        }
+        self.check_key(key)
     }
 
     fn check_key(&self, key: &str) -> Result<(), StorageError> {

@@ -72,11 +72,17 @@ impl ObjectBucket {
         })
     }
 
+    /// Whether the bucket was opened below its store's root, so the empty
+    /// key names an object (the one at the bucket's URI).
+    pub(super) fn has_prefix(&self) -> bool {
+        !self.prefix.is_empty()
+    }
+
     fn path(&self, key: &str) -> Result<Path, StorageError> {
-        let full = if self.prefix.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}/{key}", self.prefix)
+        let full = match (self.prefix.is_empty(), key.is_empty()) {
+            (true, _) => key.to_string(),
+            (false, true) => self.prefix.clone(),
+            (false, false) => format!("{}/{key}", self.prefix),
         };
         Path::parse(&full).map_err(|e| {
             StorageError::Invalid(format!("{}: key {key:?} is not valid: {e}", self.uri))

@@ -528,9 +528,13 @@ async fn key_validation() {
                     b.uri()
                 )
             };
-            invalid(b.get(key).await.map(drop));
-            invalid(b.get_range(key, 0, 1).await.map(drop));
-            invalid(b.head(key).await.map(drop));
+            // Reads of the empty key are the object at a bucket's own URI
+            // on object stores (`the_empty_key_reads_the_object_at_the_granted_uri`).
+            if !key.is_empty() || h.dir.is_some() {
+                invalid(b.get(key).await.map(drop));
+                invalid(b.get_range(key, 0, 1).await.map(drop));
+                invalid(b.head(key).await.map(drop));
+            }
             invalid(
                 b.put(key, b"x".to_vec(), PutMode::Overwrite)
                     .await
@@ -1029,4 +1033,67 @@ async fn s3_settings_the_host_could_not_resolve_fail_at_open() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A grant naming one object reads it with the empty key, and nothing else.
+#[tokio::test]
+async fn the_empty_key_reads_the_object_at_the_granted_uri() {
+    let s3 = s3_server();
+    let name = unique_memory_name();
+    for (parent, grants) in [
+        (
+            format!("memory://{name}/dir"),
+            Grants::new([format!("memory://{name}/dir/obj")]),
+        ),
+        (
+            format!("s3://{}/{name}/dir", s3.bucket()),
+            Grants::new([format!("s3://{}/{name}/dir/obj", s3.bucket())]).with_s3(s3_settings(s3)),
+        ),
+    ] {
+        // Written through a bucket at the parent (granted for the setup only).
+        let setup = Grants::new([parent.clone()]).with_s3(s3_settings(s3));
+        let p = setup.open(&parent).await.unwrap();
+        let written = p
+            .put("obj", b"payload".to_vec(), PutMode::Create)
+            .await
+            .unwrap();
+        p.put("other", b"x".to_vec(), PutMode::Create)
+            .await
+            .unwrap();
+
+        let b = grants.open(&format!("{parent}/obj")).await.unwrap();
+        let head = b.head("").await.unwrap().expect("the object");
+        assert_eq!((head.size, &head.etag), (7, &written.etag), "{parent}");
+        assert_eq!(&b.get("").await.unwrap().unwrap().data[..], b"payload");
+        assert_eq!(b.get_range("", 3, 3).await.unwrap().unwrap(), b"loa");
+        // Writes never take the empty key, and the parent stays ungranted.
+        for r in [
+            b.put("", b"y".to_vec(), PutMode::Overwrite).await.map(drop),
+            b.delete("").await.map(drop),
+        ] {
+            assert!(
+                matches!(r, Err(StorageError::Invalid(_))),
+                "{parent}: {r:?}"
+            );
+        }
+        assert!(matches!(
+            grants.open(&parent).await,
+            Err(StorageError::Denied(_))
+        ));
+        // A missing object reads as absent.
+        p.delete("obj").await.unwrap();
+        assert_eq!(b.head("").await.unwrap(), None, "{parent}");
+    }
+    // A bucket's root is not an object; a local bucket refuses the empty key.
+    let root = Grants::new([format!("memory://{name}")]);
+    let r = root
+        .open(&format!("memory://{name}"))
+        .await
+        .unwrap()
+        .head("")
+        .await;
+    assert!(matches!(r, Err(StorageError::Invalid(_))), "{r:?}");
+    let local = local_harness().await;
+    let r = local.bucket.head("").await;
+    assert!(matches!(r, Err(StorageError::Invalid(_))), "{r:?}");
 }
