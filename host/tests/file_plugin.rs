@@ -334,8 +334,7 @@ fn locators_that_are_not_absolute_local_paths_are_refused() {
         let p = plugin().await;
         for (uri, want) in [
             ("relative/dir", "invalid"),
-            // S3 prefixes work (tests/file_s3.rs); a single object does not yet.
-            ("s3://bucket/prefix/key", "capability"),
+            // S3 objects and prefixes work (tests/file_s3.rs); other stores not yet.
             ("gs://bucket/key", "capability"),
             ("ftp://host/x", "invalid"),
         ] {

@@ -1,5 +1,6 @@
-//! The `file` plugin on an S3 prefix (spec/11 "file": `type=prefix, count,
-//! size, digest` from one paged listing, etag and size per key), against a
+//! The `file` plugin on S3 (spec/11 "file": an object is `type=object, size,
+//! etag`; a prefix `type=prefix, count, size, digest` from one paged listing,
+//! etag and size per key), against a
 //! local S3 server (moto) written to by boto3, through the `tether` binary
 //! with the endpoint and keys in `.tether/secrets.toml`.
 
@@ -47,6 +48,73 @@ fn ok(d: &Dataset, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+fn dataset(server: &S3Server) -> Dataset {
+    use std::os::unix::fs::PermissionsExt as _;
+    let d = Dataset::init();
+    let path = d.root().join(".tether").join("secrets.toml");
+    std::fs::write(&path, server.secrets_toml()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    d
+}
+
+/// A single object: its state is size and etag, read with only the object's
+/// own URI granted; new bytes are drift; re-registered, `diff` shows the
+/// size and etag change.
+#[test]
+fn s3_object_state_and_diff() {
+    let server = S3Server::start("tether-one-file");
+    s3(
+        &server,
+        &[
+            &["put", "dir/one.txt", "first"],
+            &["put", "dir/two.txt", "x"],
+        ],
+    );
+    let d = dataset(&server);
+    let uri = format!("s3://{}/dir/one.txt", server.bucket());
+    ok(&d, &["add", "one", &uri, "--kind", "file"]);
+    ok(&d, &["commit", "-m", "first"]);
+    let m = d.manifest("one");
+    assert_eq!(m["state"]["type"].as_str(), Some("object"), "{m:?}");
+    assert_eq!(m["state"]["size"].as_integer(), Some(5), "{m:?}");
+    // moto's etag is the MD5 of a single-part upload.
+    assert_eq!(
+        m["state"]["etag"].as_str(),
+        Some("8b04d5e3775d298e78455efc5ca404d5"),
+        "{m:?}"
+    );
+    let first = d.rev("HEAD");
+    // Another key beside it is not this object.
+    s3(&server, &[&["put", "dir/two.txt", "changed"]]);
+    assert!(ok(&d, &["status", "--snapshot"]).contains("clean one"));
+
+    s3(&server, &[&["put", "dir/one.txt", "second, longer"]]);
+    let out = d.tether(&["status", "--snapshot"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    ok(&d, &["remove", "one"]);
+    ok(&d, &["add", "one", &uri, "--kind", "file"]);
+    ok(&d, &["commit", "-m", "second"]);
+    let diff = ok(&d, &["diff", &first, "HEAD", "--content", "--json"]);
+    let diff: Value = serde_json::from_str(&diff).unwrap();
+    let entry = &diff.as_array().unwrap()[0]["detail"]["entries"][0];
+    assert_eq!(entry["change"], "modified", "{diff}");
+    let detail = entry["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("size 5 B -> 14 B") && detail.contains("etag 8b04d5e"),
+        "{diff}"
+    );
+
+    // A missing object is an error naming it.
+    s3(&server, &[&["delete", "dir/one.txt"]]);
+    let out = d.tether(&["status", "--snapshot"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&uri),
+        "{}",
+        describe(&out)
+    );
+}
+
 #[test]
 fn s3_prefix_states_listings_and_diffs() {
     let server = S3Server::start("tether-files");
@@ -59,13 +127,7 @@ fn s3_prefix_states_listings_and_diffs() {
             &["put", "rawish/c.txt", "not ours"],
         ],
     );
-    let d = Dataset::init();
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let path = d.root().join(".tether").join("secrets.toml");
-        std::fs::write(&path, server.secrets_toml()).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let d = dataset(&server);
     let uri = format!("s3://{}/raw/", server.bucket());
     ok(&d, &["add", "raw", &uri, "--kind", "file"]);
     ok(&d, &["commit", "-m", "first"]);

@@ -16,14 +16,14 @@
 //! ```
 //!
 //! `uri` (positional; `path` is accepted as an alias) is an absolute local
-//! path, a `file://` URL, or an S3 prefix `s3://bucket/prefix/` (a trailing
-//! `/`, or no key at all, means a prefix). Relative paths are resolved by the
+//! path, a `file://` URL, an S3 object `s3://bucket/key`, or an S3 prefix
+//! `s3://bucket/prefix/` (a trailing `/`, or no key at all, means a prefix). Relative paths are resolved by the
 //! engine at `add` before they reach a plugin, so one here is refused.
 //! `region` is ignored for local paths (the host resolves S3's region with
-//! its credentials; the plugin never sees either). A single S3 object (no
-//! trailing `/`) and other object stores (`gs://`, `az://`, ...) are refused
-//! with a capability error: this build does not support them yet (a storage
-//! grant is a prefix, so an object would need its parent granted).
+//! its credentials; the plugin never sees either). Other object stores
+//! (`gs://`, `az://`, ...) and `--file versioned` are refused with a
+//! capability error: this build does not support them yet. A single object
+//! is read through a bucket opened at its own URI, with the empty key.
 //!
 //! Both keys are `tree-keys` (walk, stat, hash) and `storage-keys` (the owner
 //! marker `create` writes goes through `storage`), and `local-path-keys`.
@@ -39,6 +39,8 @@
 //!
 //! - a file: `{"type": "file", "size": N, "sha256": HEX}`;
 //! - a directory: `{"type": "dir", "count": N, "size": N, "digest": HEX}`;
+//! - an S3 object: `{"type": "object", "size": N, "etag": ETAG}` (the etag
+//!   without quotes);
 //! - an S3 prefix: `{"type": "prefix", "count": N, "size": N, "digest": HEX}`,
 //!   from one paged listing: every object under the prefix is an entry whose
 //!   token is its etag (quotes removed), and `count`, `size`, `digest` follow
@@ -129,6 +131,8 @@ enum Location {
     /// An S3 prefix, as the storage URI to open (`s3://bucket[/prefix]`, no
     /// trailing slash) and the identity (`s3://bucket/prefix/`).
     Prefix { storage: String, identity: String },
+    /// A single S3 object, `s3://bucket/key`.
+    Object(String),
 }
 
 fn raw_uri(locator: &Value) -> Result<&str> {
@@ -153,19 +157,16 @@ fn location(locator: &Value) -> Result<Location> {
             "{raw}: an s3:// uri needs a bucket (s3://bucket/prefix/)"
         )));
     }
-    if !key.is_empty() && !key.ends_with('/') {
-        return Err(Error::Capability(format!(
-            "{raw}: single S3 objects are not supported by this build of the file backend yet; \
-             track a prefix instead (a uri ending in '/')"
-        )));
-    }
+    let object = !key.is_empty() && !key.ends_with('/');
     let key = key.trim_end_matches('/');
     if key.split('/').any(|seg| seg == "." || seg == "..") || key.contains("//") {
         return Err(Error::invalid(format!(
             "{raw}: the prefix may not have empty, '.' or '..' segments"
         )));
     }
-    Ok(if key.is_empty() {
+    Ok(if object {
+        Location::Object(format!("s3://{bucket}/{key}"))
+    } else if key.is_empty() {
         Location::Prefix {
             storage: format!("s3://{bucket}"),
             identity: format!("s3://{bucket}/"),
@@ -192,6 +193,19 @@ fn prefix_listing(storage: &str) -> Result<DirListing> {
         .collect();
     entries.sort_by(|a, b| a.p.cmp(&b.p));
     Ok(DirListing { entries })
+}
+
+/// `{"type": "object", "size", "etag"}` of the object at `uri`.
+fn object_state(uri: &str) -> Result<Value> {
+    // The bucket at the object's own URI reads it with the empty key.
+    match Bucket::open(uri)?.head("")? {
+        Some(m) => Ok(json!({
+            "type": "object",
+            "size": m.size,
+            "etag": m.etag.trim_matches('"'),
+        })),
+        None => Err(Error::not_found(format!("no object at {uri}"))),
+    }
 }
 
 fn prefix_state(listing: &DirListing) -> Value {
@@ -303,13 +317,14 @@ impl Backend for FileBackend {
         match location(locator)? {
             Location::Local(path) => Ok(json!({ "uri": tree::realpath(&path)? })),
             Location::Prefix { identity, .. } => Ok(json!({ "uri": identity })),
+            Location::Object(uri) => Ok(json!({ "uri": uri })),
         }
     }
 
     fn effective_capabilities(&self, locator: &Value, _policy: &Value) -> Result<Vec<String>> {
         // Always Observed; only local directories can be created.
         let mut caps = self.describe().capabilities;
-        if let Location::Prefix { .. } = location(locator)? {
+        if !matches!(location(locator)?, Location::Local(_)) {
             caps.retain(|c| c != cap::CREATE);
         }
         Ok(caps)
@@ -324,17 +339,22 @@ impl Backend for FileBackend {
         match location(locator)? {
             Location::Local(path) => Self::state_at(&path),
             Location::Prefix { storage, .. } => Ok(prefix_state(&prefix_listing(&storage)?)),
+            Location::Object(uri) => object_state(&uri),
         }
     }
 
     fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
-        if let Location::Prefix { storage, .. } = location(locator)? {
-            if state.get("type").and_then(Value::as_str) != Some("prefix") {
-                return Ok(None);
+        match location(locator)? {
+            Location::Prefix { storage, .. } => {
+                if state.get("type").and_then(Value::as_str) != Some("prefix") {
+                    return Ok(None);
+                }
+                let listing = prefix_listing(&storage)?;
+                // Only the current content can be listed.
+                return Ok((prefix_state(&listing) == *state).then(|| listing.to_jsonl()));
             }
-            let listing = prefix_listing(&storage)?;
-            // Only the current content can be listed.
-            return Ok((prefix_state(&listing) == *state).then(|| listing.to_jsonl()));
+            Location::Object(_) => return Ok(None),
+            Location::Local(_) => {}
         }
         if state.get("type").and_then(Value::as_str) != Some("dir") {
             return Ok(None);
@@ -393,7 +413,7 @@ impl Backend for FileBackend {
     fn owner(&self, locator: &Value) -> Result<Option<String>> {
         match location(locator)? {
             Location::Local(path) => Self::read_owner(&path),
-            Location::Prefix { .. } => Ok(None),
+            Location::Prefix { .. } | Location::Object(_) => Ok(None),
         }
     }
 

@@ -189,6 +189,27 @@ pub fn diff(a: &Value, b: &Value, la: Option<&str>, lb: Option<&str>) -> Result<
                 out.add(".", Change::Modified, parts.join(", "));
             }
         }
+        (Some("object"), Some("object")) => {
+            let mut parts = Vec::new();
+            if num(a, "size") != num(b, "size") {
+                parts.push(format!(
+                    "size {} -> {} ({})",
+                    human(num(a, "size")),
+                    human(num(b, "size")),
+                    delta(num(a, "size"), num(b, "size"))
+                ));
+            }
+            let (ea, eb) = (
+                field(a, "etag").as_str().unwrap_or(""),
+                field(b, "etag").as_str().unwrap_or(""),
+            );
+            if ea != eb {
+                parts.push(format!("etag {} -> {}", short(ea), short(eb)));
+            }
+            if !parts.is_empty() {
+                out.add(".", Change::Modified, parts.join(", "));
+            }
+        }
         // A directory and an S3 prefix follow one recipe and listing form.
         (Some(x @ ("dir" | "prefix")), Some(y)) if x == y => {
             if field(a, "digest") == field(b, "digest") {
