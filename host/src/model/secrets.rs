@@ -20,8 +20,10 @@
 //! `[objects."<key>"]` entry, then the longest matching `[uris."<prefix>"]`,
 //! then `[backends.<kind>]` (the committed table merged with this file's, this
 //! file winning a field). Tables given at two levels are merged field by
-//! field, recursively, not replaced. The environment comes after all of them
-//! and is the backends' business.
+//! field, recursively, not replaced. The environment comes after all of them.
+//! For `s3://` stores the host itself reads the S3 fields of the result
+//! (`plugin::storage::S3Settings`, then `AWS_*`) to open the storage grants,
+//! and strips them from the configuration a plugin sees.
 //!
 //! The file may hold literal credentials: its values are never printed —
 //! not by `Debug`, not in an error (a parse error gives only the line and
