@@ -160,6 +160,19 @@ impl S3Settings {
                 }
             }
         }
+        // obstore's spelling (committable for `file`): virtual-hosted is the
+        // opposite of path style.
+        if s.force_path_style.is_none() {
+            let v = options
+                .get("virtual_hosted_style_request")
+                .or_else(|| nested.and_then(|n| n.get("virtual_hosted_style_request")));
+            if let Some(v) = v {
+                let b = parse_bool(v).ok_or_else(|| {
+                    "S3 setting `virtual_hosted_style_request` must be true or false".to_string()
+                })?;
+                s.force_path_style = Some(!b);
+            }
+        }
         match (&s.access_key_id, &s.secret_access_key) {
             (Some(_), Some(_)) => {}
             (None, None) => {
@@ -387,6 +400,14 @@ mod tests {
         .unwrap();
         assert_eq!(s.endpoint_url.as_deref(), Some("http://127.0.0.1:9"));
         assert_eq!(s.allow_http, Some(true));
+        assert_eq!(s.force_path_style, None);
+        let s = S3Settings::resolve(
+            &opts(json!({"access_key_id": "A", "secret_access_key": "S",
+                "storage_options": {"virtual_hosted_style_request": true}})),
+            no_env,
+        )
+        .unwrap();
+        assert_eq!(s.force_path_style, Some(false));
     }
 
     #[test]
