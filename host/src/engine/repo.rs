@@ -13,7 +13,7 @@ use super::error::{Result, TetherError};
 use crate::lock::{self, Locks};
 use crate::model::{Config, Layout, Manifest, Secrets, WorkspaceState, manifest};
 use crate::oplog::Journal;
-use crate::plugin::{Descriptor, ObjectClient, Plugin, Runtime, builtin, registry};
+use crate::plugin::{Descriptor, ObjectClient, Plugin, PluginSource, Runtime, builtin, registry};
 use crate::vcs::{self, Prefer, Vcs};
 
 /// The per-checkout files a clone must never bring along: a tracked copy
@@ -38,6 +38,10 @@ pub struct Repo {
     /// `[objects."KEY"]` entry for: how a client made from a locator alone
     /// finds the entry that applies to its store.
     keyed_storage: std::sync::OnceLock<BTreeMap<String, String>>,
+    /// Built-ins loaded one at a time, by component digest: a command that
+    /// needs one kind (`verify` of memory objects, `status --snapshot` of a
+    /// directory) loads that plugin only, and [`Repo::plugins`] reuses it.
+    builtins: tokio::sync::Mutex<BTreeMap<&'static str, Arc<Plugin>>>,
 }
 
 /// The plugins a dataset runs: loaded ones by kind, and the pinned kinds that
@@ -88,6 +92,7 @@ impl Repo {
             runtime: std::sync::OnceLock::new(),
             plugins: OnceCell::new(),
             keyed_storage: std::sync::OnceLock::new(),
+            builtins: tokio::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -242,7 +247,8 @@ impl Repo {
             .get_or_try_init(|| async {
                 let mut builtins = BTreeMap::new();
                 let runtime = self.runtime()?;
-                for p in builtin::load_all(runtime).await? {
+                for b in builtin::BUILTIN_PLUGINS {
+                    let p = self.builtin(b).await?;
                     builtins.insert(p.kind().to_string(), p);
                 }
                 let places = registry::Places::new(&self.layout.plugins_dir());
@@ -312,8 +318,51 @@ impl Repo {
         pins_are_builtin.then_some(out)
     }
 
+    /// One built-in, loaded once per command.
+    async fn builtin(&self, b: &'static builtin::BuiltinPlugin) -> Result<Arc<Plugin>> {
+        let mut loaded = self.builtins.lock().await;
+        if let Some(p) = loaded.get(b.sha256) {
+            return Ok(p.clone());
+        }
+        let p = self
+            .runtime()?
+            .load_digested(b.wasm, b.sha256.to_string(), PluginSource::BuiltIn)
+            .await?;
+        loaded.insert(b.sha256, p.clone());
+        Ok(p)
+    }
+
+    /// The built-in that serves `kind` in this dataset, found through the
+    /// descriptor cache without loading the others: only when every
+    /// built-in's descriptor is cached and every pin names a built-in (else
+    /// the registry decides, [`Repo::plugins`]).
+    async fn lone_builtin(&self, kind: &str) -> Result<Option<Arc<Plugin>>> {
+        if self.plugins.get().is_some() {
+            return Ok(None);
+        }
+        let Some(descriptors) = self.cached_descriptors() else {
+            return Ok(None);
+        };
+        if !descriptors.contains_key(kind) {
+            return Ok(None);
+        }
+        let root = crate::plugin::default_cache_root();
+        let Some(b) = builtin::BUILTIN_PLUGINS.iter().find(|b| {
+            crate::plugin::cached_descriptor(&root, b.sha256).is_some_and(|d| d.kind == kind)
+        }) else {
+            return Ok(None);
+        };
+        let p = self.builtin(b).await?;
+        // The cache said which component serves `kind`; trust only what it
+        // describes itself as.
+        Ok((p.kind() == kind).then_some(p))
+    }
+
     /// The plugin serving `kind`.
     pub async fn plugin(&self, kind: &str) -> Result<Arc<Plugin>> {
+        if let Some(p) = self.lone_builtin(kind).await? {
+            return Ok(p);
+        }
         let loaded = self.loaded_plugins().await?;
         if let Some(e) = loaded.refused.get(kind) {
             return Err(TetherError::Refused(e.to_string()));
