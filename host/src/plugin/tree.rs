@@ -890,9 +890,23 @@ impl Tree {
         // shares entries.
         let real = std::fs::canonicalize(root).map_err(|e| io_error("cannot walk", root, &e))?;
         let started = std::time::Instant::now();
-        let mut entries = walk_all(&real)?;
+        // The hash cache is read and parsed while the tree is walked: the
+        // walk waits on the kernel, the parse on one core.
+        let (walk, cache) = if hash {
+            std::thread::scope(|scope| {
+                let cache = scope.spawn(|| self.cache());
+                let walk = walk_all(&real);
+                let cache = cache
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (walk, Some(cache))
+            })
+        } else {
+            (walk_all(&real), None)
+        };
+        let mut entries = walk?;
         let walked = started.elapsed();
-        if hash {
+        if let Some(cache) = cache {
             let real_str = real.to_str().ok_or_else(|| {
                 TreeError::Invalid(format!(
                     "{} resolves to {:?}, which is not UTF-8",
@@ -918,7 +932,7 @@ impl Tree {
                     }
                 })
                 .collect();
-            let cache = self.cache()?;
+            let cache = cache?;
             let loaded = started.elapsed();
             let present = self.fill_hashes(&cache, &mut entries, &prefix, &readable)?;
             let filled = started.elapsed();
@@ -932,8 +946,7 @@ impl Tree {
             tracing::debug!(
                 root = %real.display(),
                 entries = entries.len(),
-                walk_ms = walked.as_secs_f64() * 1e3,
-                cache_load_ms = (loaded - walked).as_secs_f64() * 1e3,
+                walk_and_cache_load_ms = walked.as_secs_f64() * 1e3,
                 hash_ms = (filled - loaded).as_secs_f64() * 1e3,
                 total_ms = started.elapsed().as_secs_f64() * 1e3,
                 "tree walk"
