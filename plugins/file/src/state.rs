@@ -168,7 +168,10 @@ pub fn diff(a: &Value, b: &Value, la: Option<&str>, lb: Option<&str>) -> Result<
     }
     let (ta, tb) = (field(a, "type").as_str(), field(b, "type").as_str());
     match (ta, tb) {
-        (Some("file"), Some("file")) => {
+        // A file and an object differ the same way: size, then content
+        // token (a file's sha256, an object's etag).
+        (Some(t @ ("file" | "object")), Some(u)) if t == u => {
+            let token = if t == "file" { "sha256" } else { "etag" };
             let mut parts = Vec::new();
             if num(a, "size") != num(b, "size") {
                 parts.push(format!(
@@ -178,33 +181,12 @@ pub fn diff(a: &Value, b: &Value, la: Option<&str>, lb: Option<&str>) -> Result<
                     delta(num(a, "size"), num(b, "size"))
                 ));
             }
-            let (sa, sb) = (
-                field(a, "sha256").as_str().unwrap_or(""),
-                field(b, "sha256").as_str().unwrap_or(""),
+            let (xa, xb) = (
+                field(a, token).as_str().unwrap_or(""),
+                field(b, token).as_str().unwrap_or(""),
             );
-            if sa != sb {
-                parts.push(format!("sha256 {} -> {}", short(sa), short(sb)));
-            }
-            if !parts.is_empty() {
-                out.add(".", Change::Modified, parts.join(", "));
-            }
-        }
-        (Some("object"), Some("object")) => {
-            let mut parts = Vec::new();
-            if num(a, "size") != num(b, "size") {
-                parts.push(format!(
-                    "size {} -> {} ({})",
-                    human(num(a, "size")),
-                    human(num(b, "size")),
-                    delta(num(a, "size"), num(b, "size"))
-                ));
-            }
-            let (ea, eb) = (
-                field(a, "etag").as_str().unwrap_or(""),
-                field(b, "etag").as_str().unwrap_or(""),
-            );
-            if ea != eb {
-                parts.push(format!("etag {} -> {}", short(ea), short(eb)));
+            if xa != xb {
+                parts.push(format!("{token} {} -> {}", short(xa), short(xb)));
             }
             if !parts.is_empty() {
                 out.add(".", Change::Modified, parts.join(", "));
