@@ -171,7 +171,7 @@ async fn create_store(
             descriptor.kind
         )));
     }
-    let client = repo.client_for_added(plugin, locator, key);
+    let client = repo.client_for_key(plugin, locator, key);
     let identity = client
         .identity()
         .await

@@ -413,19 +413,6 @@ impl Repo {
         self.with_s3_settings(client, None, plugin.kind(), locator)
     }
 
-    /// [`Repo::client_for`] for an object `add` is registering as `key`
-    /// (no manifest names it yet): its `s3://` grants open with `key`'s
-    /// settings, `[objects."KEY"]` included.
-    pub fn client_for_added(
-        &self,
-        plugin: &Arc<Plugin>,
-        locator: &Value,
-        key: &str,
-    ) -> ObjectClient {
-        let client = self.client_for(plugin, locator);
-        self.with_s3_settings(client, Some(key), plugin.kind(), locator)
-    }
-
     /// Open the client's `s3://` storage grants with the settings the host
     /// resolves for object `key` (when the caller knows it; otherwise an
     /// `[objects."KEY"]` entry applies to the object whose manifest names the
@@ -507,11 +494,12 @@ impl Repo {
         })
     }
 
-    /// [`Repo::client_for`] for the object `key`, with what its
-    /// `[objects."<key>"]` entry in `.tether/secrets.toml` says about the
-    /// directories its plugin gets (a git object's `remote` path) over the
-    /// file's `[backends.<kind>]`: the calls that write outside the object's
-    /// own store (pin and unpin) use this.
+    /// [`Repo::client_for`] for the object `key` (also one `add` is
+    /// registering, which no manifest names yet): its `s3://` grants open
+    /// with `key`'s settings, and its `[objects."<key>"]` entry in
+    /// `.tether/secrets.toml` says, over `[backends.<kind>]`, which
+    /// directories its plugin gets (a git object's `remote` path): the calls
+    /// that write outside the object's own store (pin and unpin) need this.
     pub fn client_for_key(&self, plugin: &Arc<Plugin>, locator: &Value, key: &str) -> ObjectClient {
         let mut secret = self.secrets.backend_options(plugin.kind(), &Map::new());
         crate::model::secrets::merge_options(&mut secret, &self.secrets.object_entry(key, None));
