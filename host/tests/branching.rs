@@ -575,7 +575,7 @@ fn new_keep_keeps_the_branches_and_refreshes_the_baseline(vcs: Vcs) {
     assert_eq!(img.tag(&pin_of(&d, "img")), Some(one));
     assert_eq!(d.current_bookmark(), "keep");
 }
-for_each_vcs!(new_keep_keeps_the_branches_and_refreshes_the_baseline);
+for_each_vcs!(colocated: new_keep_keeps_the_branches_and_refreshes_the_baseline);
 
 /// spec/09 "promote": exit 3 when part of it landed. Both stores moved
 /// upstream since the fork, so both need a merge; `a`'s merges cleanly and
@@ -629,4 +629,4 @@ fn promote_exits_3_when_only_part_of_it_lands(vcs: Vcs) {
     assert_eq!(b.payload(&b.head()), json!({"y": 2, "w": 1}));
     assert_ne!(d.bookmark("main"), trunk, "the trunk moved at last");
 }
-for_each_vcs!(promote_exits_3_when_only_part_of_it_lands);
+for_each_vcs!(colocated: promote_exits_3_when_only_part_of_it_lands);
