@@ -518,18 +518,9 @@ fn create_makes_the_same_root_commit_every_time_with_the_owner_in_git_config() {
             let obj = p.object(&json!({"path": path.to_str().unwrap()}), &json!({}));
             let state = obj.create("ds-owner").await.expect("create");
             let git = |args: &[&str]| {
-                let out = Command::new("git")
-                    .current_dir(&path)
-                    .args(args)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "git {}: {}",
-                    args.join(" "),
-                    describe(&out)
-                );
-                String::from_utf8(out.stdout).unwrap().trim().to_string()
+                tether_testkit::run_ok(Command::new("git").current_dir(&path).args(args))
+                    .trim()
+                    .to_string()
             };
             assert_eq!(git(&["rev-parse", "HEAD"]), sha(&state));
             assert_eq!(git(&["symbolic-ref", "HEAD"]), "refs/heads/main");
@@ -685,14 +676,9 @@ fn code_repo(d: &Dataset, name: &str) -> PathBuf {
 
 /// `git ARGS` in `dir` with the dataset's environment; stdout, trimmed.
 fn git_ok(d: &Dataset, dir: &Path, args: &[&str]) -> String {
-    let out = d.command("git", dir).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {}: {}",
-        args.join(" "),
-        describe(&out)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    tether_testkit::run_ok(d.command("git", dir).args(args))
+        .trim()
+        .to_string()
 }
 
 /// The `tether.*` tags of the repository at `dir`.
@@ -1006,19 +992,13 @@ fn a_remote_path_from_secrets_toml_gets_the_pins() {
 fn a_jj_commit_reports_its_change_id_and_pins_by_sha_alone() {
     let d = Dataset::init();
     let jj = |args: &[&str]| -> String {
-        let out = d
-            .command(tether_testkit::jj(), &d.tmp().join("code"))
-            .args(["--color=never", "--no-pager"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "jj {}: {}",
-            args.join(" "),
-            describe(&out)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        tether_testkit::run_ok(
+            d.command(tether_testkit::jj(), &d.tmp().join("code"))
+                .args(["--color=never", "--no-pager"])
+                .args(args),
+        )
+        .trim()
+        .to_string()
     };
     let out = d
         .command(tether_testkit::jj(), d.tmp())

@@ -106,6 +106,21 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
+/// Run `cmd`, require it to succeed (the failure names the command line and
+/// shows its output), and return its stdout.
+pub fn run_ok(cmd: &mut std::process::Command) -> String {
+    let line = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {line}: {e}"));
+    assert!(out.status.success(), "{line}:\n{}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The interpreter of the pinned Python environment (`icechunk`, `zarr`)
 /// that `cargo xtask setup` makes at `target/pyenv`. Panics, saying what to
 /// run, when it is missing: the interop tests never skip silently.

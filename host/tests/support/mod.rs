@@ -219,18 +219,7 @@ impl Dataset {
 
     /// Run `git ARGS` in the dataset root, require success, return stdout.
     pub fn git(&self, args: &[&str]) -> String {
-        let out = self
-            .command("git", &self.root())
-            .args(args)
-            .output()
-            .expect("run git");
-        assert!(
-            out.status.success(),
-            "git {}:\n{}",
-            args.join(" "),
-            describe(&out)
-        );
-        stdout(&out)
+        tether_testkit::run_ok(self.command("git", &self.root()).args(args))
     }
 
     /// The full id of `rev`.
@@ -240,19 +229,11 @@ impl Dataset {
 
     /// Run `jj ARGS` in the dataset root, require success, return stdout.
     pub fn jj(&self, args: &[&str]) -> String {
-        let out = self
-            .command(tether_testkit::jj(), &self.root())
-            .args(["--color=never", "--no-pager"])
-            .args(args)
-            .output()
-            .expect("run jj");
-        assert!(
-            out.status.success(),
-            "jj {}:\n{}",
-            args.join(" "),
-            describe(&out)
-        );
-        stdout(&out)
+        tether_testkit::run_ok(
+            self.command(tether_testkit::jj(), &self.root())
+                .args(["--color=never", "--no-pager"])
+                .args(args),
+        )
     }
 
     /// The last dataset commit's full id: git's `HEAD`, jj's `@-`.
