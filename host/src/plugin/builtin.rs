@@ -49,14 +49,6 @@ pub async fn load_all(runtime: &Runtime) -> Result<Vec<Arc<Plugin>>, PluginError
     Ok(plugins)
 }
 
-/// Load the built-in plugin of `kind`, if there is one.
-pub async fn load_kind(runtime: &Runtime, kind: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
-    Ok(load_all(runtime)
-        .await?
-        .into_iter()
-        .find(|p| p.kind() == kind))
-}
-
 #[cfg(test)]
 mod tests {
     use sha2::{Digest, Sha256};
