@@ -6,12 +6,11 @@
 //! `describe-ext` keeps answering; while a plugin declaring an incompatible
 //! contract is refused.
 
-use std::future::Future;
 use std::time::Duration;
 
 use serde_json::json;
 use tether::plugin::{BackendError, HOST_ABI, PluginError, Runtime, RuntimeConfig};
-use tether_testkit::{cache_dir, first_party_plugin, test_plugin};
+use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig {
@@ -20,14 +19,6 @@ fn runtime() -> Runtime {
         ..RuntimeConfig::default()
     })
     .expect("runtime")
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-        .block_on(f)
 }
 
 #[test]

@@ -12,15 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tether::plugin::tree::{self, Tree, TreeError, TreeGrants};
 use tether::plugin::{BackendError, ObjectClient, Plugin, Runtime, RuntimeConfig};
-use tether_testkit::{cache_dir, first_party_plugin};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+use tether_testkit::{block_on, cache_dir, first_party_plugin};
 
 async fn plugin() -> Arc<Plugin> {
     let rt = Runtime::new(RuntimeConfig {

@@ -18,15 +18,7 @@ use support::{Dataset, describe, lines};
 use tether::plugin::{
     BackendError, Expected, ObjectClient, Plugin, Runtime, RuntimeConfig, Target,
 };
-use tether_testkit::{cache_dir, first_party_plugin};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
+use tether_testkit::{block_on, cache_dir, first_party_plugin};
 
 async fn plugin() -> Arc<Plugin> {
     let rt = Runtime::new(RuntimeConfig {

@@ -15,7 +15,7 @@ use support::{Dataset, describe, lines, stdout};
 use tether::plugin::{
     BackendError, Expected, ObjectClient, Plugin, Runtime, RuntimeConfig, Target, VerifyStatus,
 };
-use tether_testkit::{cache_dir, first_party_plugin};
+use tether_testkit::{block_on, cache_dir, first_party_plugin};
 
 /// Helpers every script starts with. Scripts print one JSON document.
 const PRELUDE: &str = r#"
@@ -81,14 +81,6 @@ out(session.commit("first values"))
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
-}
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 async fn plugin() -> Arc<Plugin> {

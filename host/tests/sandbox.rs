@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tether::plugin::{BackendError, Plugin, PluginSource, Runtime, RuntimeConfig, fan_out};
-use tether_testkit::{cache_dir, first_party_plugin, test_plugin};
+use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
 const MEMORY_LIMIT: usize = 64 << 20;
 
@@ -100,14 +100,6 @@ async fn contained(s: &Setup, mut attack: Value) -> BackendError {
         Ok(state) => panic!("the attack was not contained: {state}"),
         Err(e) => e,
     }
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 #[test]

@@ -106,6 +106,16 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
+/// Run `f` to completion on a fresh multi-threaded tokio runtime: how a
+/// synchronous test drives the async plugin runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
 /// Run `cmd`, require it to succeed (the failure names the command line and
 /// shows its output), and return its stdout.
 pub fn run_ok(cmd: &mut std::process::Command) -> String {
