@@ -3,8 +3,8 @@
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use cap_std::ambient_authority;
@@ -29,6 +29,9 @@ pub(super) struct LocalBucket {
     sub: PathBuf,
     /// Lock directory override (tests); otherwise resolved from the environment.
     lock_dir: Option<PathBuf>,
+    /// The granted root as the last read opened it, for the next read; every
+    /// write forgets it, so a root a write created or replaced is opened anew.
+    read_root: Arc<Mutex<Option<Arc<Dir>>>>,
 }
 
 /// What an I/O failure was doing, for the message.
@@ -44,6 +47,7 @@ impl LocalBucket {
             root,
             sub,
             lock_dir: None,
+            read_root: Arc::default(),
         }
     }
 
@@ -74,6 +78,23 @@ impl LocalBucket {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The granted root for a read: the one the last read opened, when no
+    /// write came since.
+    fn root_for_read(&self) -> io::Result<Option<Arc<Dir>>> {
+        let mut cached = self.read_root.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(root) = cached.as_ref() {
+            return Ok(Some(Arc::clone(root)));
+        }
+        let root = self.open_root()?.map(Arc::new);
+        cached.clone_from(&root);
+        Ok(root)
+    }
+
+    /// Forget the root [`root_for_read`](Self::root_for_read) keeps.
+    fn forget_read_root(&self) {
+        *self.read_root.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// The granted root, created on first write.
@@ -153,41 +174,54 @@ impl LocalBucket {
         }
     }
 
+    /// Run a read where the caller is: a get, ranged get or head of one
+    /// local object is a few syscalls, cheaper than handing it to a blocking
+    /// thread and back (which `verify --all-history`, one read per pin, paid
+    /// a thousand times). Reads take no lock, so they never wait on another
+    /// process; writes (locks, fsync) and listings (a directory of any size)
+    /// still go through [`blocking`](Self::blocking).
+    fn inline<T>(
+        &self,
+        f: impl FnOnce(&Self) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        f(self)
+    }
+
     /// Run blocking filesystem work off the async runtime.
     async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&Self) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, StorageError> {
+        // Whatever runs here may create or remove the root: a read racing
+        // it may keep the old one, so forget it after as well as before.
+        self.forget_read_root();
         let this = Arc::clone(self);
-        tokio::task::spawn_blocking(move || f(&this))
+        let result = tokio::task::spawn_blocking(move || f(&this))
             .await
-            .map_err(|e| StorageError::Io(format!("storage worker failed: {e}")))?
+            .map_err(|e| StorageError::Io(format!("storage worker failed: {e}")));
+        self.forget_read_root();
+        result?
     }
 
     pub(super) async fn get(
         self: &Arc<Self>,
         key: &str,
     ) -> Result<Option<StoredObject>, StorageError> {
-        let key = key.to_string();
-        self.blocking(move |b| {
-            let op = Op {
-                name: "get",
-                key: &key,
-            };
-            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+        self.inline(|b| {
+            let op = Op { name: "get", key };
+            let Some(root) = b.root_for_read().map_err(|e| b.err(&op, e))? else {
                 return Ok(None);
             };
-            let Some((data, md)) = read_object(&root, &b.rel(&key)).map_err(|e| b.err(&op, e))?
+            let Some((data, md)) = read_object(&root, &b.rel(key)).map_err(|e| b.err(&op, e))?
             else {
                 return Ok(None);
             };
-            let meta = b.meta(&key, &data, &md);
+            let meta = b.meta(key, &data, &md);
             Ok(Some(StoredObject {
                 meta,
                 data: Bytes::from(data),
             }))
         })
-        .await
     }
 
     pub(super) async fn get_range(
@@ -196,20 +230,19 @@ impl LocalBucket {
         offset: u64,
         length: u64,
     ) -> Result<Option<Vec<u8>>, StorageError> {
-        let key = key.to_string();
-        self.blocking(move |b| {
+        self.inline(|b| {
             let op = Op {
                 name: "get-range",
-                key: &key,
+                key,
             };
-            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+            let Some(root) = b.root_for_read().map_err(|e| b.err(&op, e))? else {
                 return Ok(None);
             };
             let read = || -> io::Result<Option<Vec<u8>>> {
-                let Some(mut file) = open_object(&root, &b.rel(&key))? else {
+                let Some((mut file, md)) = open_object(&root, &b.rel(key))? else {
                     return Ok(None);
                 };
-                let size = file.metadata()?.len();
+                let size = md.len();
                 if offset >= size || length == 0 {
                     return Ok(Some(Vec::new()));
                 }
@@ -220,27 +253,21 @@ impl LocalBucket {
             };
             read().map_err(|e| b.err(&op, e))
         })
-        .await
     }
 
     pub(super) async fn head(
         self: &Arc<Self>,
         key: &str,
     ) -> Result<Option<ObjectMeta>, StorageError> {
-        let key = key.to_string();
-        self.blocking(move |b| {
-            let op = Op {
-                name: "head",
-                key: &key,
-            };
-            let Some(root) = b.open_root().map_err(|e| b.err(&op, e))? else {
+        self.inline(|b| {
+            let op = Op { name: "head", key };
+            let Some(root) = b.root_for_read().map_err(|e| b.err(&op, e))? else {
                 return Ok(None);
             };
             // The etag is a content hash, so head reads the object too.
-            let found = read_object(&root, &b.rel(&key)).map_err(|e| b.err(&op, e))?;
-            Ok(found.map(|(data, md)| b.meta(&key, &data, &md)))
+            let found = read_object(&root, &b.rel(key)).map_err(|e| b.err(&op, e))?;
+            Ok(found.map(|(data, md)| b.meta(key, &data, &md)))
         })
-        .await
     }
 
     pub(super) async fn put(
@@ -470,25 +497,28 @@ fn is_absent(e: &io::Error) -> bool {
 
 /// Open a regular file inside the sandbox; `None` when there is no object
 /// there (absent, or a directory).
-fn open_object(root: &Dir, rel: &Path) -> io::Result<Option<cap_std::fs::File>> {
+fn open_object(
+    root: &Dir,
+    rel: &Path,
+) -> io::Result<Option<(cap_std::fs::File, cap_std::fs::Metadata)>> {
     let file = match root.open(rel) {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if !file.metadata()?.is_file() {
+    let md = file.metadata()?;
+    if !md.is_file() {
         return Ok(None);
     }
-    Ok(Some(file))
+    Ok(Some((file, md)))
 }
 
 /// Content and metadata of one object, read from a single open file so both
 /// describe the same version even while a writer renames a new one in.
 fn read_object(root: &Dir, rel: &Path) -> io::Result<Option<(Vec<u8>, cap_std::fs::Metadata)>> {
-    let Some(mut file) = open_object(root, rel)? else {
+    let Some((mut file, md)) = open_object(root, rel)? else {
         return Ok(None);
     };
-    let md = file.metadata()?;
     let mut data = Vec::with_capacity(md.len() as usize);
     file.read_to_end(&mut data)?;
     Ok(Some((data, md)))
