@@ -687,6 +687,28 @@ impl Vcs for GitVcs {
             .collect())
     }
 
+    fn history_key(&self) -> Result<Option<String>> {
+        // Commits are immutable, so the walk is a function of its tips and of
+        // the shallow boundary (which cuts parents off); nothing else.
+        let repo = self.lock();
+        let mut h = Sha256::new();
+        for tip in history_tips(&repo, &self.common_dir)? {
+            h.update(tip.as_bytes());
+        }
+        h.update(b"shallow\n");
+        match fs::read(self.common_dir.join("shallow")) {
+            Ok(bytes) => h.update(&bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(VcsError::Io {
+                    context: "reading .git/shallow".into(),
+                    source: e,
+                });
+            }
+        }
+        Ok(Some(hex::encode(h.finalize())))
+    }
+
     fn history_digest(&self) -> Result<String> {
         let repo = self.lock();
         let mut ids: Vec<String> = visible_commits(&repo, &self.common_dir)?
@@ -1581,8 +1603,27 @@ fn apply_config(repo: &Repository, env: &VcsEnv) -> Result<()> {
 /// Tips of visible history: every local branch, and the `HEAD` of every checkout (a
 /// detached one in another worktree included), then every commit they reach.
 fn visible_commits(repo: &Repository, common_dir: &Path) -> Result<Vec<Oid>> {
-    // As `git rev-list --all`: branches, tags, remote-tracking branches, and
-    // every checkout's HEAD.
+    let tips = history_tips(repo, common_dir)?;
+    if tips.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut walk = repo.revwalk().map_err(VcsError::git("walking history"))?;
+    walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME)
+        .map_err(VcsError::git("walking history"))?;
+    for tip in tips {
+        // A HEAD naming a missing object (a corrupt worktree) should not hide the rest.
+        if let Err(e) = walk.push(tip) {
+            tracing::warn!("skipping history tip {tip}: {}", e.message());
+        }
+    }
+    walk.collect::<Result<Vec<_>, _>>()
+        .map_err(VcsError::git("walking history"))
+}
+
+/// The commits [`visible_commits`] walks from, sorted and deduplicated. As
+/// `git rev-list --all`: branches, tags, remote-tracking branches, and every
+/// checkout's HEAD.
+fn history_tips(repo: &Repository, common_dir: &Path) -> Result<Vec<Oid>> {
     let mut tips = Vec::new();
     for glob in ["refs/heads/*", "refs/tags/*", "refs/remotes/*"] {
         for r in repo
@@ -1606,20 +1647,7 @@ fn visible_commits(repo: &Repository, common_dir: &Path) -> Result<Vec<Oid>> {
     }
     tips.sort();
     tips.dedup();
-    if tips.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut walk = repo.revwalk().map_err(VcsError::git("walking history"))?;
-    walk.set_sorting(Sort::TOPOLOGICAL | Sort::TIME)
-        .map_err(VcsError::git("walking history"))?;
-    for tip in tips {
-        // A HEAD naming a missing object (a corrupt worktree) should not hide the rest.
-        if let Err(e) = walk.push(tip) {
-            tracing::warn!("skipping history tip {tip}: {}", e.message());
-        }
-    }
-    walk.collect::<Result<Vec<_>, _>>()
-        .map_err(VcsError::git("walking history"))
+    Ok(tips)
 }
 
 /// The branch (`None` when detached) and commit (`None` when unborn or unreadable) a

@@ -306,6 +306,14 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// without reading them: how a caller checks that a recorded commit still exists.
     fn visible_ids(&self) -> Result<Vec<CommitId>>;
 
+    /// A cheap key of what [`history`](Self::history) would walk: equal keys
+    /// mean the same visible commits in the same order, so a caller may reuse
+    /// a walk it remembers under the key. `None` when the VCS cannot say
+    /// without walking (then nothing is reused).
+    fn history_key(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// sha256 (hex) over every visible commit id, sorted: a commit made in any checkout
     /// changes it, which stales a saved `gc` plan.
     fn history_digest(&self) -> Result<String>;
