@@ -222,10 +222,10 @@ pub fn committed_states(
     descriptors: &BTreeMap<String, Descriptor>,
 ) -> Result<BTreeSet<(String, String)>> {
     let mut out = BTreeSet::new();
-    for (_, manifests) in super::verify::history_manifests(repo)? {
-        for (k, m) in manifests {
+    for (_, manifests) in super::history::history_manifests(repo)? {
+        for (k, m) in manifests.iter() {
             if let (Some(state), Some(d)) = (&m.state, descriptors.get(&m.kind)) {
-                out.insert((k, content_key(&Value::Object(state.clone()), d)));
+                out.insert((k.clone(), content_key(&Value::Object(state.clone()), d)));
             }
         }
     }

@@ -127,10 +127,10 @@ async fn references(
 ) -> Result<References> {
     // (key, manifest, in a live working tree, only in dropped commits)
     let mut sources: Vec<(String, Manifest, bool, bool)> = Vec::new();
-    for (commit, manifests) in super::verify::history_manifests(repo)? {
+    for (commit, manifests) in super::history::history_manifests(repo)? {
         let dropped = without.commits.contains(commit.as_str());
-        for (k, m) in manifests {
-            sources.push((k, m, false, dropped));
+        for (k, m) in manifests.iter() {
+            sources.push((k.clone(), m.clone(), false, dropped));
         }
     }
     // Dropped commits the history walk no longer sees (`drop` deleted the

@@ -13,6 +13,7 @@ pub mod error;
 pub mod forget_workspace;
 pub mod fork;
 pub mod gc;
+pub mod history;
 pub mod init;
 pub mod log;
 pub mod new;

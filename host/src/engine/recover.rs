@@ -266,7 +266,7 @@ pub async fn recover(repo: &Repo, selectors: &[String]) -> Result<RecoverReport>
 
     // Is anything pinned under this dataset's id yet (in any manifest)?
     report.pinned = manifests.values().any(|m| m.pin.is_some())
-        || super::verify::history_manifests(repo)?
+        || super::history::history_manifests(repo)?
             .iter()
             .any(|(_, ms)| ms.values().any(|m| m.pin.is_some()));
     let others: Vec<&DatasetRefs> = report.datasets.iter().filter(|d| !d.current).collect();

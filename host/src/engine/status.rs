@@ -263,7 +263,7 @@ impl References {
                 if !seen.insert(id.to_owned()) {
                     continue;
                 }
-                for (k, m) in super::verify::parse_manifest_files(&prefix, files)? {
+                for (k, m) in super::history::parse_manifest_files(&prefix, files)? {
                     add(&k, &m);
                 }
             }

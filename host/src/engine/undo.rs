@@ -328,10 +328,10 @@ struct History {
 impl History {
     fn read(repo: &Repo) -> Result<History> {
         let mut states = Vec::new();
-        for (_, manifests) in super::verify::history_manifests(repo)? {
-            for (k, m) in manifests {
-                if let Some(s) = m.state {
-                    states.push((k, s, m.pin.is_some()));
+        for (_, manifests) in super::history::history_manifests(repo)? {
+            for (k, m) in manifests.iter() {
+                if let Some(s) = &m.state {
+                    states.push((k.clone(), s.clone(), m.pin.is_some()));
                 }
             }
         }

@@ -24,7 +24,6 @@
 //! exits 1 when any is not `ok`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -33,7 +32,6 @@ use super::error::{Result, TetherError};
 use super::repo::Repo;
 use crate::model::{Manifest, key};
 use crate::plugin::{BackendError, PinRef, VerifyReport, VerifyStatus, fan_out};
-use crate::vcs::CommitId;
 
 #[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
@@ -142,7 +140,7 @@ pub(crate) fn subjects(
         subjects[i].labels.push(label);
     };
     if all_history {
-        let commits = history_manifests(repo)?;
+        let commits = super::history::history_manifests(repo)?;
         let every_key: BTreeSet<&str> = commits
             .iter()
             .flat_map(|(_, ms)| ms.keys().map(String::as_str))
@@ -259,54 +257,4 @@ fn to_label_report(
             message: format!("{key}: could not verify: {e}"),
         },
     }
-}
-
-/// Every visible commit's manifests, newest first, from one history walk.
-/// Manifest sets are parsed once per distinct content (`files_id`). A conflicted
-/// jj commit comes once per distinct side and base of its conflict.
-pub(crate) fn history_manifests(
-    repo: &Repo,
-) -> Result<Vec<(CommitId, BTreeMap<String, Manifest>)>> {
-    let prefix = repo.vcs_path(&repo.layout.objects_dir());
-    let mut parsed: HashMap<String, BTreeMap<String, Manifest>> = HashMap::new();
-    let mut out = Vec::new();
-    for commit in repo.vcs.history(&prefix)? {
-        let commit = commit?;
-        // A conflicted jj commit yields once per distinct side and base (spec/07:
-        // every side of a conflicted commit is a reference).
-        for (files_id, files) in commit.all_files() {
-            let manifests = match parsed.get(files_id) {
-                Some(m) => m.clone(),
-                None => {
-                    let m = parse_manifest_files(&prefix, files)?;
-                    parsed.insert(files_id.to_owned(), m.clone());
-                    m
-                }
-            };
-            if !manifests.is_empty() {
-                out.push((commit.id.clone(), manifests));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Manifests from `path → bytes` under the objects prefix.
-pub(crate) fn parse_manifest_files(
-    prefix: &str,
-    files: &crate::vcs::FileMap,
-) -> Result<BTreeMap<String, Manifest>> {
-    let mut out = BTreeMap::new();
-    for (path, bytes) in files {
-        let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
-            continue;
-        };
-        let Some(key) = rel.strip_suffix(".toml") else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(bytes);
-        let m = Manifest::parse(&text, key, Path::new(path))?;
-        out.insert(key.to_string(), m);
-    }
-    Ok(out)
 }

@@ -1,0 +1,137 @@
+//! The history memo (`.tether/cache/history.json`, `engine/history.rs`)
+//! through the `tether` binary on git: a second `verify --all-history`
+//! replays the remembered walk (counted from the debug log, never timed),
+//! while anything that changes visible history (a commit, a new branch,
+//! another worktree's `HEAD`) makes it walk again, so no commit is missed.
+//! Replaying never skips the stores: a pin deleted meanwhile is `missing`.
+//! A damaged memo, or one another tether wrote, is ignored and replaced.
+
+mod support;
+
+use serde_json::json;
+use support::{Dataset, MemoryStore, describe};
+
+/// `verify --all-history` with the debug log: (exit code, stdout, whether
+/// the memo was replayed). Exactly one of "replayed" and "walked" is logged.
+fn verify(d: &Dataset) -> (i32, String, bool) {
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(["verify", "--all-history"])
+        .env("RUST_LOG", "tether=debug")
+        .output()
+        .expect("run tether");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let replayed = log.contains("history memo replayed");
+    let walked = log.contains("history walked");
+    assert!(
+        replayed != walked,
+        "one of replayed/walked:\n{}",
+        describe(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), stdout, replayed)
+}
+
+/// A dataset with one memory object committed twice.
+fn two_commits() -> (Dataset, MemoryStore) {
+    let d = Dataset::init();
+    let s = d.memory_store("s");
+    s.write(json!({"n": 1}), "one");
+    let system = format!("system={}", s.root.display());
+    d.ok(&["add", "obj", "--kind", "memory", "--set", &system]);
+    d.ok(&["commit", "-m", "one"]);
+    s.write(json!({"n": 2}), "two");
+    d.ok(&["commit", "-m", "two"]);
+    (d, s)
+}
+
+fn memo_path(d: &Dataset) -> std::path::PathBuf {
+    d.root().join(".tether/cache/history.json")
+}
+
+#[test]
+fn a_second_read_replays_and_any_change_to_history_walks_again() {
+    let (d, s) = two_commits();
+    let (code, first, replayed) = verify(&d);
+    assert_eq!(code, 0, "{first}");
+    assert!(!replayed, "no memo yet: the first read walks");
+    assert_eq!(first.lines().count(), 2, "{first}");
+    assert!(memo_path(&d).is_file());
+    let (_, again, replayed) = verify(&d);
+    assert!(replayed, "nothing changed: the memo is replayed");
+    assert_eq!(again, first);
+
+    // A commit: walked, and its pin is there.
+    s.write(json!({"n": 3}), "three");
+    d.ok(&["commit", "-m", "three"]);
+    let head = d.git(&["rev-parse", "HEAD"]);
+    let (code, out, replayed) = verify(&d);
+    assert_eq!(code, 0, "{out}");
+    assert!(!replayed, "a new commit makes the next read walk");
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(out.contains(&format!("ok {}:obj", &head[..12])), "{out}");
+    assert!(verify(&d).2, "and the read after that replays");
+
+    // A new branch names no new commit, but it is a new tip: walked.
+    d.git(&["branch", "side", "HEAD~1"]);
+    let (_, same, replayed) = verify(&d);
+    assert!(!replayed, "a new branch makes the next read walk");
+    assert_eq!(same, out);
+
+    // A commit only another worktree's HEAD reaches.
+    let wt = d.tmp().join("wt");
+    d.git(&[
+        "worktree",
+        "add",
+        "--detach",
+        wt.to_str().unwrap(),
+        "HEAD~2",
+    ]);
+    tether_testkit::run_ok(d.command("git", &wt).args([
+        "commit",
+        "--allow-empty",
+        "-m",
+        "in the worktree",
+    ]));
+    let wt_head = tether_testkit::run_ok(d.command("git", &wt).args(["rev-parse", "HEAD"]));
+    let (code, out, replayed) = verify(&d);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        !replayed,
+        "another worktree's commit makes the next read walk"
+    );
+    assert!(out.contains(&format!("ok {}:obj", &wt_head[..12])), "{out}");
+    assert_eq!(out.lines().count(), 4, "{out}");
+
+    // Replaying still asks the store: a pin deleted behind tether's back.
+    assert!(verify(&d).2);
+    let tag = s.tags().into_iter().next().expect("a pin");
+    s.delete_tag(&tag);
+    let (code, out, replayed) = verify(&d);
+    assert!(replayed, "history did not change");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("missing ")), "{out}");
+}
+
+#[test]
+fn a_damaged_or_foreign_memo_is_ignored_and_replaced() {
+    let (d, _s) = two_commits();
+    let (_, want, _) = verify(&d);
+    let path = memo_path(&d);
+
+    std::fs::write(&path, b"{\"format\": 1, \"commits\": [[").unwrap();
+    let (code, out, replayed) = verify(&d);
+    assert_eq!((code, replayed), (0, false), "{out}");
+    assert_eq!(out, want);
+    let memo: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("rewritten whole");
+    assert!(verify(&d).2, "the rewritten memo is replayed");
+
+    // Another tether's memo: its manifests may have been read by other rules.
+    let mut foreign = memo;
+    foreign["tether"] = json!("0.0.0-another");
+    std::fs::write(&path, serde_json::to_vec(&foreign).unwrap()).unwrap();
+    let (code, out, replayed) = verify(&d);
+    assert_eq!((code, replayed), (0, false), "{out}");
+    assert_eq!(out, want);
+}
