@@ -61,14 +61,17 @@ fn print_human(r: &VerifyResult) {
         println!("nothing to verify: no committed pin or recoverable state selected");
         return;
     }
+    // One write for the report: `--all-history` has a line per pin and commit.
+    let mut out = String::new();
     for (label, report) in &r.reports {
         let word = status_word(report.status);
         // A pin living under a later generation is worth saying even when ok.
         let generation = report.message.contains("pinned as");
         if report.status == VerifyStatus::Ok && !generation {
-            println!("{word} {label}");
+            out.push_str(&format!("{word} {label}\n"));
         } else {
-            println!("{word} {label}: {}", report.message);
+            out.push_str(&format!("{word} {label}: {}\n", report.message));
         }
     }
+    print!("{out}");
 }
