@@ -40,6 +40,13 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
 }
 
+/// Instances alive at once by default: twice what one fan-out runs
+/// concurrently ([`MAX_IN_FLIGHT`](super::fanout::MAX_IN_FLIGHT)), which
+/// leaves room for the calls made outside one. Not more: the pool is set up
+/// when the engine is made, at a cost that grows with its size and that every
+/// command pays (256 cost `verify` of one pin a quarter of its time).
+const DEFAULT_MAX_INSTANCES: u32 = 2 * super::fanout::MAX_IN_FLIGHT as u32;
+
 impl Default for RuntimeConfig {
     /// Defaults, overridable by `TETHER_PLUGIN_TIMEOUT` (seconds),
     /// `TETHER_PLUGIN_MEMORY` (MiB) and `TETHER_CACHE_DIR`.
@@ -59,7 +66,7 @@ impl Default for RuntimeConfig {
             cache_root: default_cache_root(),
             call_timeout: timeout,
             memory_limit: memory_mib << 20,
-            max_instances: 256,
+            max_instances: DEFAULT_MAX_INSTANCES,
         }
     }
 }
