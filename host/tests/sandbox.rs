@@ -249,6 +249,33 @@ fn a_plugin_without_describe_fs_gets_no_directory() {
     });
 }
 
+/// Two handles on one URI in one call: the host hands out the same bucket
+/// (and the root it keeps open for reads), so each sees the other's write
+/// and delete, including under a root the write itself created.
+#[test]
+fn two_handles_on_one_uri_see_each_others_writes() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let root = s.dir.path().join("not-yet");
+        let root = root.to_str().unwrap();
+        let obj = s.hostile.object(
+            &json!({"root": root, "attack": "reopen", "key": "sub/k.json"}),
+            &json!({}),
+        );
+        let got = obj.fingerprint(None).await.expect("reopen runs");
+        assert_eq!(
+            got,
+            json!({"before": null, "written": "one", "deleted": null}),
+            "{got}"
+        );
+        assert!(
+            std::path::Path::new(root).is_dir(),
+            "the write made the root"
+        );
+    });
+}
+
 #[test]
 fn an_endless_loop_is_stopped_at_the_deadline() {
     block_on(async {

@@ -9,6 +9,7 @@
 //! plugin that exports `describe-fs` (since 0.1.2), which gets exactly the
 //! directories its locator names under those keys ([`Preopens`]).
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -155,6 +156,10 @@ pub struct CallState {
     tree: Tree,
     kind: Arc<str>,
     stderr: MemoryOutputPipe,
+    /// Buckets this instance opened, by normalised URI: opening one again
+    /// (the memory plugin opens its store per call, a verify batch makes
+    /// hundreds of calls) reuses it, with the root directory it keeps open.
+    opened: HashMap<String, Bucket>,
 }
 
 impl CallState {
@@ -184,6 +189,7 @@ impl CallState {
             tree: Tree::default(),
             kind,
             stderr,
+            opened: HashMap::new(),
         })
     }
 
@@ -264,8 +270,15 @@ impl storage::HostBucket for CallState {
                 return Ok(Err(to_wit_error(e)));
             }
         };
+        if let Some(bucket) = self.opened.get(location.uri()) {
+            return Ok(Ok(self.table.push(bucket.clone())?));
+        }
+        let uri = location.uri().to_owned();
         match Bucket::open(location).await {
-            Ok(bucket) => Ok(Ok(self.table.push(bucket)?)),
+            Ok(bucket) => {
+                self.opened.insert(uri, bucket.clone());
+                Ok(Ok(self.table.push(bucket)?))
+            }
             Err(e) => Ok(Err(to_wit_error(e))),
         }
     }

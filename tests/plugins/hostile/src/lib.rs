@@ -16,10 +16,11 @@
 //! | `loop` | spin forever (the deadline must trap it) |
 //! | `oom` | allocate and touch 16 MiB blocks until allocation fails |
 //! | `panic` | panic |
+//! | `reopen` | not an attack: two handles on `root` (the host shares one bucket between them) see each other's writes and deletes of `key`, even when `root` did not exist yet |
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tether_sdk::storage::Bucket;
+use tether_sdk::storage::{Bucket, PutMode};
 use tether_sdk::{Backend, DescribeExt, DescribeFs, Descriptor, Error, Result, cap, descriptor};
 
 #[derive(Deserialize)]
@@ -93,6 +94,18 @@ impl Backend for Hostile {
                 Some(object) => Ok(json!({ "escaped": true, "len": object.value.len() })),
                 None => Err(Error::not_found(format!("{} not found", loc.key))),
             },
+            "reopen" => {
+                let (a, b) = (Bucket::open(&loc.root)?, Bucket::open(&loc.root)?);
+                let text = |o: Option<tether_sdk::storage::Versioned<Vec<u8>>>| {
+                    o.map(|o| String::from_utf8_lossy(&o.value).into_owned())
+                };
+                let before = text(b.get(&loc.key)?);
+                a.put(&loc.key, b"one", PutMode::Overwrite)?;
+                let written = text(b.get(&loc.key)?);
+                a.delete(&loc.key)?;
+                let deleted = text(b.get(&loc.key)?);
+                Ok(json!({ "before": before, "written": written, "deleted": deleted }))
+            }
             "loop" => {
                 let mut n = 0u64;
                 loop {
