@@ -88,13 +88,15 @@ pub fn pin_ref(m: &Manifest) -> Option<PinRef> {
 /// What identifies one check: the same kind, locator, state and pin are the
 /// same question to the store.
 fn subject_id(m: &Manifest) -> String {
-    serde_json::json!([
-        m.kind,
-        Value::Object(m.locator.clone()),
-        m.state.clone().map(Value::Object),
+    // Serialised in place: `--all-history` asks this of every manifest of
+    // every commit, and cloning each locator and state cost more than the rest.
+    let id = (
+        &m.kind,
+        &m.locator,
+        &m.state,
         m.pin.as_ref().map(|p| &p.r#ref),
-    ])
-    .to_string()
+    );
+    serde_json::to_string(&id).unwrap_or_default()
 }
 
 pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
@@ -181,9 +183,10 @@ pub(crate) async fn check(
     let mut out = Vec::new();
     let mut groups: BTreeMap<(String, String), Vec<Subject>> = BTreeMap::new();
     for s in subjects {
+        // Maps serialise in key order, so equal locators give equal strings.
         let object = (
             s.manifest.kind.clone(),
-            crate::model::canonical::to_string(&Value::Object(s.manifest.locator.clone())),
+            serde_json::to_string(&s.manifest.locator).unwrap_or_default(),
         );
         groups.entry(object).or_default().push(s);
     }
