@@ -1,8 +1,9 @@
 //! The history memo (`.tether/cache/history.json`, `engine/history.rs`)
 //! through the `tether` binary on git: a second `verify --all-history`
 //! replays the remembered walk (counted from the debug log, never timed),
-//! while anything that changes visible history (a commit, a new branch,
-//! another worktree's `HEAD`) makes it walk again, so no commit is missed.
+//! while anything that may change visible history (a commit, a new branch,
+//! another worktree's `HEAD`, a replace ref) makes it walk again, so no
+//! commit is missed.
 //! Replaying never skips the stores: a pin deleted meanwhile is `missing`.
 //! A damaged memo, or one another tether wrote, is ignored and replaced.
 
@@ -102,6 +103,13 @@ fn a_second_read_replays_and_any_change_to_history_walks_again() {
     );
     assert!(out.contains(&format!("ok {}:obj", &wt_head[..12])), "{out}");
     assert_eq!(out.lines().count(), 4, "{out}");
+
+    // A replace ref can change a commit's parents with no tip moving.
+    assert!(verify(&d).2);
+    d.git(&["replace", "--graft", "HEAD~1"]);
+    let (code, out, replayed) = verify(&d);
+    assert_eq!(code, 0, "{out}");
+    assert!(!replayed, "a replace ref makes the next read walk");
 
     // Replaying still asks the store: a pin deleted behind tether's back.
     assert!(verify(&d).2);

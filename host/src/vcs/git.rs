@@ -689,21 +689,35 @@ impl Vcs for GitVcs {
 
     fn history_key(&self) -> Result<Option<String>> {
         // Commits are immutable, so the walk is a function of its tips and of
-        // the shallow boundary (which cuts parents off); nothing else.
+        // what can change a commit's parents after the fact: the shallow
+        // boundary, grafts and replace refs. Nothing else.
         let repo = self.lock();
         let mut h = Sha256::new();
         for tip in history_tips(&repo, &self.common_dir)? {
             h.update(tip.as_bytes());
         }
-        h.update(b"shallow\n");
-        match fs::read(self.common_dir.join("shallow")) {
-            Ok(bytes) => h.update(&bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(VcsError::Io {
-                    context: "reading .git/shallow".into(),
-                    source: e,
-                });
+        for file in ["shallow", "info/grafts"] {
+            h.update(file.as_bytes());
+            match fs::read(self.common_dir.join(file)) {
+                Ok(bytes) => h.update(&bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(VcsError::Io {
+                        context: format!("reading .git/{file}"),
+                        source: e,
+                    });
+                }
+            }
+        }
+        h.update(b"replace");
+        for r in repo
+            .references_glob("refs/replace/*")
+            .map_err(VcsError::git("listing refs"))?
+        {
+            let r = r.map_err(VcsError::git("listing refs"))?;
+            h.update(r.name_bytes());
+            if let Some(target) = r.target() {
+                h.update(target.as_bytes());
             }
         }
         Ok(Some(hex::encode(h.finalize())))
