@@ -276,7 +276,49 @@ fn big_directory(b: &Bench) {
         "tether status --snapshot",
         b.compiles(&d, &["status", "--snapshot"]),
     );
+    // What the spec's stat-cache rule costs before tether does anything: one
+    // `lstat` per file, the directories shared out over every core.
+    let mut times: Vec<Duration> = (0..=10).map(|_| stat_every_file(&dir)).collect();
+    times.remove(0);
+    times.sort();
+    report(
+        &format!("  for reference: lstat of all {FILES} files, all cores"),
+        times[times.len() / 2],
+        "(no tether: the floor of a warm scan)",
+        10,
+    );
     keep(d);
+}
+
+/// Wall time to `lstat` every entry under `dir` (its subdirectories shared
+/// out over `available_parallelism` threads), as the warm scan must.
+fn stat_every_file(dir: &Path) -> Duration {
+    let start = Instant::now();
+    let subdirs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stated = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while let Some(sub) =
+                    subdirs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    for e in std::fs::read_dir(sub).unwrap() {
+                        // `DirEntry::metadata`: fstatat on the directory's fd, as tether's walk.
+                        let md = e.unwrap().metadata().unwrap();
+                        std::hint::black_box(md.len());
+                        stated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(stated.into_inner(), FILES, "every file stated");
+    start.elapsed()
 }
 
 /// Scenario 1 on jj: the same dataset in a jj repository, its `status` beside
