@@ -10,13 +10,17 @@
 mod support;
 
 use serde_json::json;
-use support::{Dataset, MemoryStore, describe};
+use support::{Dataset, MemoryStore, Vcs, describe};
 
 /// `verify --all-history` with the debug log: (exit code, stdout, whether
 /// the memo was replayed). Exactly one of "replayed" and "walked" is logged.
 fn verify(d: &Dataset) -> (i32, String, bool) {
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+    verify_with(d, d.command(env!("CARGO_BIN_EXE_tether"), &d.root()))
+}
+
+fn verify_with(d: &Dataset, mut cmd: std::process::Command) -> (i32, String, bool) {
+    let _ = d;
+    let out = cmd
         .args(["verify", "--all-history"])
         .env("RUST_LOG", "tether=debug")
         .output()
@@ -35,7 +39,11 @@ fn verify(d: &Dataset) -> (i32, String, bool) {
 
 /// A dataset with one memory object committed twice.
 fn two_commits() -> (Dataset, MemoryStore) {
-    let d = Dataset::init();
+    two_commits_in(Vcs::Git)
+}
+
+fn two_commits_in(vcs: Vcs) -> (Dataset, MemoryStore) {
+    let d = Dataset::init_in(vcs);
     let s = d.memory_store("s");
     s.write(json!({"n": 1}), "one");
     let system = format!("system={}", s.root.display());
@@ -142,4 +150,56 @@ fn a_damaged_or_foreign_memo_is_ignored_and_replaced() {
     let (code, out, replayed) = verify(&d);
     assert_eq!((code, replayed), (0, false), "{out}");
     assert_eq!(out, want);
+}
+
+/// On jj the key is the operation heads: a replay starts one jj process,
+/// the view of visible commits the command needs anyway (a logging wrapper
+/// counts them), and any jj operation makes the next read walk; here
+/// `jj new`, which leaves the old working copy behind as a commit with the
+/// same manifests, so one more label.
+#[test]
+fn on_jj_a_replay_starts_one_jj_and_an_operation_walks_again() {
+    let (d, _s) = two_commits_in(Vcs::Jj);
+    let (code, first, replayed) = verify(&d);
+    assert_eq!((code, replayed), (0, false), "{first}");
+
+    let bin = d.tmp().join("counting");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = bin.join("calls.log");
+    let wrapper = bin.join("jj");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            tether_testkit::jj().display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let counted = || {
+        let mut cmd = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
+        cmd.env("TETHER_JJ", &wrapper);
+        cmd
+    };
+    // The first run through the wrapper checks its version (remembered per
+    // executable): not counted.
+    verify_with(&d, counted());
+    let _ = std::fs::remove_file(&log);
+    let (code, again, replayed) = verify_with(&d, counted());
+    assert_eq!((code, replayed), (0, true), "{again}");
+    assert_eq!(again, first);
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    // (The view's template holds a newline, so lines do not count calls.)
+    assert_eq!(calls.matches(" -R ").count(), 1, "{calls}");
+    assert!(calls.contains("--ignore-working-copy log"), "{calls}");
+
+    d.jj(&["new"]);
+    let (code, out, replayed) = verify(&d);
+    assert_eq!((code, replayed), (0, false), "{out}");
+    assert_eq!(out.lines().count(), first.lines().count() + 1, "{out}");
 }

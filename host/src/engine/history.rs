@@ -11,12 +11,13 @@
 //!
 //! Which commits are visible, and in what order, is reused only while the
 //! VCS's [`history_key`](crate::vcs::Vcs::history_key) is the one the walk was
-//! made under: git's names every ref tip, every checkout's `HEAD` and the
-//! shallow boundary, so a commit, a moved branch or a new worktree anywhere
-//! makes the next read walk again (jj gives no key: it always walks, and only
-//! the parsing is saved). A memo that is missing, damaged, written by another
-//! tether version or for another prefix is ignored and replaced; it is a
-//! cache in the checkout's own `.tether/cache/`, which the VCS never tracks.
+//! made under. git's names every ref tip, every checkout's `HEAD`, the
+//! shallow boundary, grafts and replace refs, so a commit, a moved branch or
+//! a new worktree anywhere makes the next read walk again; jj's names its
+//! operation heads, so any jj operation does. A memo that is missing,
+//! damaged, written by another tether version or for another prefix is
+//! ignored and replaced; it is a cache in the checkout's own
+//! `.tether/cache/`, which the VCS never tracks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

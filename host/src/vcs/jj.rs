@@ -752,6 +752,13 @@ impl Vcs for JjVcs {
         )))
     }
 
+    fn history_key(&self) -> Result<Option<String>> {
+        // What `history` walks is the view's commits, and the view is a
+        // function of the operation heads (the same key `view` caches by).
+        let heads = self.op_heads();
+        Ok((!heads.is_empty()).then(|| format!("jj:{heads}")))
+    }
+
     fn visible_ids(&self) -> Result<Vec<CommitId>> {
         Ok(self
             .view()?

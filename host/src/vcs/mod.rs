@@ -308,8 +308,9 @@ pub trait Vcs: Send + Sync + fmt::Debug {
 
     /// A cheap key of what [`history`](Self::history) would walk: equal keys
     /// mean the same visible commits in the same order, so a caller may reuse
-    /// a walk it remembers under the key. `None` when the VCS cannot say
-    /// without walking (then nothing is reused).
+    /// a walk it remembers under the key (git: the walk's tips and what can
+    /// change parents; jj: the operation heads). `None` when the VCS cannot
+    /// say without walking (then nothing is reused).
     fn history_key(&self) -> Result<Option<String>> {
         Ok(None)
     }
