@@ -9,7 +9,7 @@
 //! <root>/.tether/workspace.toml      per checkout
 //! <root>/.tether/ops.jsonl           per checkout: the operation log
 //! <root>/.tether/secrets.toml        per checkout: credentials, executables, SQL
-//! <root>/.tether/cache/              per checkout: fingerprint caches
+//! <root>/.tether/cache/              per checkout: fingerprint caches, the history memo
 //! <root>/.tether/lock                per checkout: the checkout lock
 //! ```
 
