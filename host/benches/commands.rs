@@ -27,7 +27,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Dataset, MemoryStore, Vcs, describe};
+use support::{Dataset, JjCallLog, MemoryStore, Vcs, describe};
 
 const OBJECTS: usize = 5;
 const COMMITS: usize = 200;
@@ -345,40 +345,22 @@ fn jj_status(b: &Bench, git_status: Duration) {
     let t = b.median(&d, &["status"], 50, 0, || {});
 
     // How many jj processes one status starts: a wrapper logs each.
-    let jj = tether_testkit::jj();
-    let log = d.tmp().join("jj-calls.log");
-    let wrapper = d.tmp().join("jj-counting");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho x >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            jj.display()
-        ),
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let counting = JjCallLog::new(&d.tmp().join("counting"));
     // The first run through the wrapper checks its version (remembered per
     // executable, as for the real jj the timed runs used): not counted.
+    let mut calls = 0;
     for _ in 0..2 {
-        let _ = std::fs::remove_file(&log);
         let out = d
             .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-            .env("TETHER_JJ", &wrapper)
+            .env("TETHER_JJ", &counting.wrapper)
             .env("TETHER_CACHE_DIR", b.cache.path())
             .arg("status")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", describe(&out));
+        calls = counting.take().len();
     }
-    let calls = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .count();
+    let jj = tether_testkit::jj();
 
     // The same number of bare, cheap jj calls (no snapshot), timed as a sequence.
     let mut times = Vec::new();

@@ -10,7 +10,7 @@
 mod support;
 
 use serde_json::json;
-use support::{Dataset, MemoryStore, Vcs, describe};
+use support::{Dataset, JjCallLog, MemoryStore, Vcs, describe};
 
 /// `verify --all-history` with the debug log: (exit code, stdout, whether
 /// the memo was replayed). Exactly one of "replayed" and "walked" is logged.
@@ -163,40 +163,22 @@ fn on_jj_a_replay_starts_one_jj_and_an_operation_walks_again() {
     let (code, first, replayed) = verify(&d);
     assert_eq!((code, replayed), (0, false), "{first}");
 
-    let bin = d.tmp().join("counting");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = bin.join("calls.log");
-    let wrapper = bin.join("jj");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            tether_testkit::jj().display()
-        ),
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let jj = JjCallLog::new(&d.tmp().join("counting"));
     let counted = || {
         let mut cmd = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
-        cmd.env("TETHER_JJ", &wrapper);
+        cmd.env("TETHER_JJ", &jj.wrapper);
         cmd
     };
     // The first run through the wrapper checks its version (remembered per
     // executable): not counted.
     verify_with(&d, counted());
-    let _ = std::fs::remove_file(&log);
+    jj.take();
     let (code, again, replayed) = verify_with(&d, counted());
     assert_eq!((code, replayed), (0, true), "{again}");
     assert_eq!(again, first);
-    let calls = std::fs::read_to_string(&log).unwrap_or_default();
-    // (The view's template holds a newline, so lines do not count calls.)
-    assert_eq!(calls.matches(" -R ").count(), 1, "{calls}");
-    assert!(calls.contains("--ignore-working-copy log"), "{calls}");
+    let calls = jj.take();
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert!(calls[0].contains("--ignore-working-copy log"), "{calls:#?}");
 
     d.jj(&["new"]);
     let (code, out, replayed) = verify(&d);

@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, Vcs, describe, lines, stderr, stdout};
+use support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, lines, stderr, stdout};
 
 /// A dataset with one memory store, and its first dataset commit.
 fn with_commit(vcs: Vcs) -> (Dataset, MemoryStore, String) {
@@ -643,35 +643,17 @@ fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
 /// logging wrapper (the version check is remembered per executable, so the run
 /// after the first asks jj nothing about its version).
 fn jj_calls_of_status(d: &Dataset) -> Vec<String> {
-    let bin = d.tmp().join("counting");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = bin.join("calls.log");
-    let wrapper = bin.join("jj");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$(echo \"$*\" | tr '\\n' ' ')\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            tether_testkit::jj().display()
-        ),
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let jj = JjCallLog::new(&d.tmp().join("counting"));
     let mut calls = Vec::new();
     for _ in 0..2 {
-        let _ = std::fs::remove_file(&log);
         let out = d
             .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-            .env("TETHER_JJ", &wrapper)
+            .env("TETHER_JJ", &jj.wrapper)
             .arg("status")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-        calls = lines(&std::fs::read_to_string(&log).unwrap_or_default());
+        calls = jj.take();
     }
     calls
 }

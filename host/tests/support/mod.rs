@@ -460,6 +460,44 @@ pub fn is_hex(s: &str, n: usize) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// A `jj` that writes each call's arguments on one line of a log, then runs
+/// the real jj: how a test counts the jj processes a command starts (give
+/// [`wrapper`](Self::wrapper) as `TETHER_JJ`).
+pub struct JjCallLog {
+    pub wrapper: PathBuf,
+    log: PathBuf,
+}
+
+impl JjCallLog {
+    /// The wrapper and its log, in `dir`.
+    pub fn new(dir: &Path) -> JjCallLog {
+        std::fs::create_dir_all(dir).unwrap();
+        let (wrapper, log) = (dir.join("jj"), dir.join("calls.log"));
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$(echo \"$*\" | tr '\\n' ' ')\" >> '{}'\nexec '{}' \"$@\"\n",
+                log.display(),
+                tether_testkit::jj().display()
+            ),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        JjCallLog { wrapper, log }
+    }
+
+    /// The calls logged since the last `take`, one per element; clears the log.
+    pub fn take(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.log);
+        text.lines().map(str::to_owned).collect()
+    }
+}
+
 /// A memory-backend store in a local directory, read and written with plain
 /// file writes in the layout `plugins/memory/src/lib.rs` documents.
 pub struct MemoryStore {
