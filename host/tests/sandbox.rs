@@ -4,6 +4,7 @@
 //! call instantiates afresh).
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,6 +238,54 @@ fn a_preopened_directory_is_all_a_filesystem_plugin_sees() {
 
 /// A plugin that does not export `describe-fs` gets no directory even when
 /// its locator holds a path under a key another plugin would call `fsroot`.
+/// A granted directory that is a git repository: the plugin writes in it
+/// freely, except the files git runs commands from. A changed `.git/config`
+/// (here the whole file replaced) is put back and the call refused, naming
+/// the file; a write elsewhere in the repository stays.
+#[test]
+fn a_plugin_cannot_change_what_git_runs_in_a_granted_repository() {
+    block_on(async {
+        let rt = runtime();
+        let s = setup(&rt).await;
+        let repo = s.dir.path().join("repo");
+        tether_testkit::run_ok(std::process::Command::new("git").args([
+            "init",
+            "-q",
+            repo.to_str().unwrap(),
+        ]));
+        let config = repo.join(".git/config");
+        let before = std::fs::read(&config).unwrap();
+        let repo_str = repo.to_str().unwrap().to_string();
+        let write = |path: &Path| {
+            s.hostile.object(
+                &json!({"root": s.root(), "fsroot": repo_str, "attack": "fs-write",
+                        "path": path.to_str().unwrap()}),
+                &json!({}),
+            )
+        };
+
+        let err = write(&config).fingerprint(None).await.expect_err("refused");
+        let message = err.to_string();
+        assert!(matches!(err, BackendError::Denied(_)), "{err:?}");
+        assert!(message.contains(&config.display().to_string()), "{message}");
+        assert!(message.contains("put back"), "{message}");
+        assert_eq!(
+            std::fs::read(&config).unwrap(),
+            before,
+            "the config as it was"
+        );
+
+        write(&repo.join("notes.txt"))
+            .fingerprint(None)
+            .await
+            .expect("any other write is the plugin's business");
+        assert_eq!(
+            std::fs::read(repo.join("notes.txt")).unwrap(),
+            b"written by a plugin"
+        );
+    });
+}
+
 #[test]
 fn a_plugin_without_describe_fs_gets_no_directory() {
     block_on(async {

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use super::bindings::backend_iface;
 use super::bindings::types as wit;
 use super::error::BackendError;
+use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
 use super::runtime::Plugin;
 use super::storage::{Grants, S3Resolution};
@@ -701,7 +702,8 @@ async fn run_inner_batch(
     });
     let (preopens, created) =
         Preopens::for_paths(&grants.fs, create_missing).map_err(BackendError::Denied)?;
-    let result = run_instance(
+    let guard = GitGuard::take(preopens.host_dirs());
+    let mut result = run_instance(
         plugin,
         config,
         locator,
@@ -711,6 +713,16 @@ async fn run_inner_batch(
         calls,
     )
     .await;
+    let restored = guard.restore_changed();
+    if !restored.is_empty() {
+        let files: Vec<String> = restored.iter().map(|p| p.display().to_string()).collect();
+        result = Err(BackendError::Denied(format!(
+            "the {} plugin changed {}, which git runs commands from or finds the \
+             repository by; no plugin may: put back as it was, and the call refused",
+            plugin.kind_label(),
+            files.join(", ")
+        )));
+    }
     let failed = match &result {
         Ok(replies) => replies.iter().any(Result::is_err),
         Err(_) => true,

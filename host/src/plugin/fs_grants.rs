@@ -13,8 +13,9 @@
 //!   `remote.<name>.url`; nothing runs, and no system or global file is
 //!   read, as in the plugin). The remote's directory is granted when
 //!   its URL is an absolute path or a `file://` URL naming a git repository
-//!   (a checkout or a bare one: the plugin can write the config it came
-//!   from, so a name never grants any other directory), under that
+//!   (a checkout or a bare one, so a name never grants any other kind of
+//!   directory; and the plugin cannot repoint the name, since
+//!   [`super::git_guard`] puts back a config it changed), under that
 //!   spelling, so the plugin, reading the same entry, opens the same path;
 //! - anything else (another URL, a relative path): nothing.
 //!

@@ -118,6 +118,11 @@ impl Preopens {
         Ok((Preopens { dirs }, created))
     }
 
+    /// The preopened directories' resolved host paths.
+    pub(crate) fn host_dirs(&self) -> impl Iterator<Item = &Path> {
+        self.dirs.iter().map(|(host, _)| host.as_path())
+    }
+
     /// The preopened directories as (resolved host path, guest path).
     #[cfg(test)]
     pub(crate) fn dirs(&self) -> &[(PathBuf, String)] {

@@ -16,6 +16,7 @@ mod client;
 mod error;
 mod fanout;
 mod fs_grants;
+mod git_guard;
 mod host;
 pub mod registry;
 mod runtime;
