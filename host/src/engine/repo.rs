@@ -24,6 +24,9 @@ pub const PER_CHECKOUT_FILES: [&str; 3] = [
     ".tether/secrets.toml",
 ];
 
+/// The built-in serving each kind, by kind.
+type BuiltinsByKind = BTreeMap<String, &'static builtin::BuiltinPlugin>;
+
 /// An opened dataset checkout.
 pub struct Repo {
     pub layout: Layout,
@@ -287,7 +290,7 @@ impl Repo {
     /// are loaded.
     pub async fn descriptors(&self) -> Result<BTreeMap<String, Descriptor>> {
         if self.plugins.get().is_none()
-            && let Some(cached) = self.cached_descriptors()
+            && let Some((cached, _)) = self.cached_descriptors()
         {
             return Ok(cached);
         }
@@ -299,23 +302,25 @@ impl Repo {
             .collect())
     }
 
-    fn cached_descriptors(&self) -> Option<BTreeMap<String, Descriptor>> {
+    /// Every built-in's cached descriptor by kind, with the built-in serving
+    /// each kind; `None` unless all are cached and every pin names a built-in.
+    fn cached_descriptors(&self) -> Option<(BTreeMap<String, Descriptor>, BuiltinsByKind)> {
         let root = crate::plugin::default_cache_root();
         let mut out = BTreeMap::new();
-        let mut digests = BTreeMap::new();
+        let mut serving = BTreeMap::new();
         for b in builtin::BUILTIN_PLUGINS {
             let d = crate::plugin::cached_descriptor(&root, b.sha256)?;
-            digests.insert(d.kind.clone(), format!("sha256:{}", b.sha256));
+            serving.insert(d.kind.clone(), b);
             out.insert(d.kind.clone(), d);
         }
         // A pin the built-in satisfies changes nothing; any other needs the
         // registry (trust, stored components).
-        let pins_are_builtin = self
-            .config
-            .plugins
-            .iter()
-            .all(|(kind, pin)| digests.get(kind) == Some(&pin.digest));
-        pins_are_builtin.then_some(out)
+        let pins_are_builtin = self.config.plugins.iter().all(|(kind, pin)| {
+            serving
+                .get(kind)
+                .is_some_and(|b| pin.digest == format!("sha256:{}", b.sha256))
+        });
+        pins_are_builtin.then_some((out, serving))
     }
 
     /// One built-in, loaded once per command.
@@ -340,16 +345,10 @@ impl Repo {
         if self.plugins.get().is_some() {
             return Ok(None);
         }
-        let Some(descriptors) = self.cached_descriptors() else {
+        let Some((_, serving)) = self.cached_descriptors() else {
             return Ok(None);
         };
-        if !descriptors.contains_key(kind) {
-            return Ok(None);
-        }
-        let root = crate::plugin::default_cache_root();
-        let Some(b) = builtin::BUILTIN_PLUGINS.iter().find(|b| {
-            crate::plugin::cached_descriptor(&root, b.sha256).is_some_and(|d| d.kind == kind)
-        }) else {
+        let Some(b) = serving.get(kind) else {
             return Ok(None);
         };
         let p = self.builtin(b).await?;
