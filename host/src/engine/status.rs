@@ -168,9 +168,56 @@ fn object_status(
     s
 }
 
+/// The memo of [`drift`]'s expensive half under `.tether/cache/`.
+const DRIFT_MEMO: &str = "drift.json";
+
+/// What [`drift`] concluded when no dataset commit had vanished: the newest
+/// dataset commit this checkout made that is still visible. It is a function
+/// of the op log and of visible history, so it is kept under the op log's
+/// stat key and the VCS's history key, both taken before either was read: an
+/// operation, a commit or a moved branch anywhere makes the next status
+/// compute it again. Without it a status read the whole op log (a few KB per
+/// commit) and walked all history, every time.
+#[derive(Debug, PartialEq, serde::Deserialize, Serialize)]
+struct DriftMemo {
+    /// `(size, mtime_ns, inode)` of `ops.jsonl`; `None` when there is none.
+    ops: Option<(u64, i64, u64)>,
+    history: String,
+    last_commit: Option<String>,
+}
+
+fn ops_stamp(path: &std::path::Path) -> Option<(u64, i64, u64)> {
+    let md = std::fs::metadata(path).ok()?;
+    let mtime = md
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&md);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((md.len(), i64::try_from(mtime.as_nanos()).ok()?, inode))
+}
+
 /// What the VCS did behind tether's back: bookmark warnings, and the vanished
 /// dataset commits as `{"op", "commit", "referenced": {key: bool}}`.
 fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> {
+    let memo_path = repo.layout.cache_dir().join(DRIFT_MEMO);
+    let ops = ops_stamp(&repo.layout.ops_file());
+    let history = repo.vcs.history_key()?;
+    let remembered = std::fs::read(&memo_path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<DriftMemo>(&bytes).ok())
+        .filter(|m| m.ops == ops && Some(&m.history) == history.as_ref());
+    if let Some(memo) = remembered {
+        tracing::debug!("drift memo replayed");
+        let bookmark_drift = match &ws.bookmark {
+            Some(b) => bookmark_drift(repo, b, memo.last_commit.as_deref())?,
+            None => Vec::new(),
+        };
+        return Ok((bookmark_drift, Vec::new()));
+    }
     let entries = repo.journal()?.list(usize::MAX)?;
     let recorded: Vec<(&crate::oplog::OpEntry, &str)> = entries
         .iter()
@@ -200,6 +247,22 @@ fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> 
         .filter(|(_, c)| !visible.contains(*c))
         .collect();
     if gone.is_empty() {
+        if let Some(history) = history {
+            let memo = DriftMemo {
+                ops,
+                history,
+                last_commit: last_commit.map(str::to_owned),
+            };
+            // A cache: failing to write it costs the next status this work.
+            let written = serde_json::to_vec(&memo)
+                .map_err(|e| e.to_string())
+                .and_then(|b| {
+                    crate::model::fsutil::write_atomic(&memo_path, &b).map_err(|e| e.to_string())
+                });
+            if let Err(e) = written {
+                tracing::debug!("drift memo not written: {e}");
+            }
+        }
         return Ok((bookmark_drift, Vec::new()));
     }
     let references = References::collect(repo)?;

@@ -382,13 +382,14 @@ impl Dataset {
     /// A digest of everything a refused command must leave alone: the
     /// `.tether/` tree and `tether.toml` byte for byte (the checkout lock's
     /// content is the last holder's pid, so only its existence counts), git's
-    /// HEAD, branches and index. The history memo is left out: it records
-    /// what immutable commits hold, which any command reading history may do.
+    /// HEAD, branches and index. The history and drift memos are left out:
+    /// they record what the VCS and op log hold, which any command reading
+    /// them may do.
     pub fn written(&self) -> String {
         let mut h = Sha256::new();
         let root = self.root();
         for rel in files_under(&root, &root.join(".tether")) {
-            if rel == ".tether/cache/history.json" {
+            if [".tether/cache/history.json", ".tether/cache/drift.json"].contains(&rel.as_str()) {
                 continue;
             }
             h.update(rel.as_bytes());
