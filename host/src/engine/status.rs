@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
+use crate::model::fsutil::FileStamp;
 use crate::model::{FileMode, Manifest, Origin, WorkspaceState, key, manifest};
 use crate::plugin::Descriptor;
 use crate::vcs::{CommitId, HeadState};
@@ -180,31 +181,17 @@ const DRIFT_MEMO: &str = "drift.json";
 /// commit) and walked all history, every time.
 #[derive(Debug, PartialEq, serde::Deserialize, Serialize)]
 struct DriftMemo {
-    /// `(size, mtime_ns, inode)` of `ops.jsonl`; `None` when there is none.
-    ops: Option<(u64, i64, u64)>,
+    /// The stamp of `ops.jsonl`; `None` when there is none.
+    ops: Option<FileStamp>,
     history: String,
     last_commit: Option<String>,
-}
-
-fn ops_stamp(path: &std::path::Path) -> Option<(u64, i64, u64)> {
-    let md = std::fs::metadata(path).ok()?;
-    let mtime = md
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&md);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some((md.len(), i64::try_from(mtime.as_nanos()).ok()?, inode))
 }
 
 /// What the VCS did behind tether's back: bookmark warnings, and the vanished
 /// dataset commits as `{"op", "commit", "referenced": {key: bool}}`.
 fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> {
     let memo_path = repo.layout.cache_dir().join(DRIFT_MEMO);
-    let ops = ops_stamp(&repo.layout.ops_file());
+    let ops = FileStamp::of(&repo.layout.ops_file());
     let history = repo.vcs.history_key()?;
     let remembered = std::fs::read(&memo_path)
         .ok()

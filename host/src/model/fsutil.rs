@@ -5,9 +5,15 @@
 //! renamed over the target. A crash leaves either the old file or the new one,
 //! never a torn one. Temporary names start with [`TEMP_PREFIX`], which the
 //! `.tether/.gitignore` ignores, so a leftover never shows as untracked.
+//!
+//! [`FileStamp`] tells whether a file was rewritten since it was last read,
+//! for caches derived from one (the hash cache, status's drift memo).
 
 use std::io::Write;
 use std::path::Path;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
 
 use super::error::{ModelError, Result};
 
@@ -38,6 +44,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Identifies one version of a file: its size, modification time and inode.
+/// An append, a rewrite in place or a rename over it changes the stamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    len: u64,
+    mtime: Option<SystemTime>,
+    inode: u64,
+}
+
+impl FileStamp {
+    /// The stamp of the file at `path`, `None` when it cannot be read.
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        let md = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&md);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(FileStamp {
+            len: md.len(),
+            mtime: md.modified().ok(),
+            inode,
+        })
+    }
 }
 
 /// Read a file as UTF-8 text, `None` when it does not exist.

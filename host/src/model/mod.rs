@@ -13,7 +13,7 @@
 //! - [`secrets`] — `.tether/secrets.toml` and credential resolution;
 //! - [`layout`] — where each file lives, and finding the dataset root;
 //! - [`toml_json`] — how JSON locators and states are stored in TOML;
-//! - [`time`] — the timestamp form; [`fsutil`]: atomic writes;
+//! - [`time`] — the timestamp form; [`fsutil`]: atomic writes and file stamps;
 //! - [`error`] — [`ModelError`].
 
 pub mod canonical;

@@ -53,6 +53,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 
 use super::TreeError;
+use crate::model::fsutil::FileStamp;
 
 /// A file modified this recently (ns) is re-read and its hash not stored.
 pub(super) const RACY_NS: i64 = 2_000_000_000;
@@ -100,27 +101,6 @@ pub(super) fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// Identifies one version of the cache file, to notice another process's write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    len: u64,
-    mtime: Option<SystemTime>,
-    inode: u64,
-}
-
-fn file_stamp(path: &Path) -> Option<FileStamp> {
-    let md = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&md);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some(FileStamp {
-        len: md.len(),
-        mtime: md.modified().ok(),
-        inode,
-    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,7 +483,7 @@ impl HashCache {
         let Some(path) = self.path.clone() else {
             return;
         };
-        let stamp = file_stamp(&path);
+        let stamp = FileStamp::of(&path);
         if self.loaded && stamp == self.stamp {
             return;
         }
@@ -538,7 +518,7 @@ impl HashCache {
                 path.display()
             ))
         })?;
-        self.stamp = file_stamp(&path);
+        self.stamp = FileStamp::of(&path);
         self.dirty = false;
         self.stats.writes += 1;
         Ok(())
