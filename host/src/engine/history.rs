@@ -117,10 +117,7 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
 }
 
 /// Manifests from `path → bytes` under the objects prefix.
-pub(crate) fn parse_manifest_files(
-    prefix: &str,
-    files: &FileMap,
-) -> Result<BTreeMap<String, Manifest>> {
+fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Manifest>> {
     let mut out = BTreeMap::new();
     for (path, bytes) in files {
         let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {

@@ -305,16 +305,14 @@ impl References {
         for (k, m) in repo.manifests()? {
             add(&k, &m);
         }
-        let prefix = repo.vcs_path(&repo.layout.objects_dir());
+        // Every side of every visible commit, each distinct set once (sets
+        // many commits hold are one shared `Arc`).
+        let history = super::history::history_manifests(repo)?;
         let mut seen = HashSet::new();
-        for commit in repo.vcs.history(&prefix)? {
-            let commit = commit?;
-            for (id, files) in commit.all_files() {
-                if !seen.insert(id.to_owned()) {
-                    continue;
-                }
-                for (k, m) in super::history::parse_manifest_files(&prefix, files)? {
-                    add(&k, &m);
+        for (_, set) in &history {
+            if seen.insert(std::sync::Arc::as_ptr(set)) {
+                for (k, m) in set.iter() {
+                    add(k, m);
                 }
             }
         }
