@@ -130,7 +130,7 @@ async fn references(
     for (commit, manifests) in super::history::history_manifests(repo)? {
         let dropped = without.commits.contains(commit.as_str());
         for (k, m) in manifests.iter() {
-            sources.push((k.clone(), m.clone(), false, dropped));
+            sources.push((k.clone(), Manifest::clone(m), false, dropped));
         }
     }
     // Dropped commits the history walk no longer sees (`drop` deleted the

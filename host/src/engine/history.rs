@@ -37,8 +37,9 @@ pub const MEMO_FILE: &str = "history.json";
 /// Bumped whenever the memo's shape or meaning changes.
 const FORMAT: u32 = 1;
 
-/// One manifest set: key → manifest.
-pub type ManifestSet = Arc<BTreeMap<String, Manifest>>;
+/// One manifest set: key → manifest. Shared, not cloned: one set serves
+/// every commit that holds it, and each manifest every check that reads it.
+pub type ManifestSet = Arc<BTreeMap<String, Arc<Manifest>>>;
 
 /// Every visible commit's manifests, newest first: a commit once per distinct
 /// side and base of a conflict, a commit with no manifests left out.
@@ -102,7 +103,7 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
                 .map(|(id, set)| {
                     let set = set
                         .iter()
-                        .map(|(k, m)| (k.clone(), MemoManifest::from(m)))
+                        .map(|(k, m)| (k.clone(), MemoManifest::from(&**m)))
                         .collect();
                     (id, set)
                 })
@@ -117,7 +118,7 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
 }
 
 /// Manifests from `path → bytes` under the objects prefix.
-fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Manifest>> {
+fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Arc<Manifest>>> {
     let mut out = BTreeMap::new();
     for (path, bytes) in files {
         let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
@@ -128,7 +129,7 @@ fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String
         };
         let text = String::from_utf8_lossy(bytes);
         let m = Manifest::parse(&text, key, Path::new(path))?;
-        out.insert(key.to_string(), m);
+        out.insert(key.to_string(), Arc::new(m));
     }
     Ok(out)
 }
@@ -221,7 +222,10 @@ impl Memo {
         std::mem::take(&mut self.sets)
             .into_iter()
             .map(|(id, set)| {
-                let set = set.into_iter().map(|(k, m)| (k, m.into())).collect();
+                let set = set
+                    .into_iter()
+                    .map(|(k, m)| (k, Arc::new(m.into())))
+                    .collect();
                 (id, Arc::new(set))
             })
             .collect()

@@ -146,7 +146,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
         .iter()
         .map(|s| {
             let mut s = s.clone();
-            s.manifest.pin = None;
+            std::sync::Arc::make_mut(&mut s.manifest).pin = None;
             s
         })
         .collect();

@@ -24,6 +24,7 @@
 //! exits 1 when any is not `ok`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -66,7 +67,8 @@ impl VerifyResult {
 #[derive(Debug, Clone)]
 pub(crate) struct Subject {
     pub key: String,
-    pub manifest: Manifest,
+    /// Shared with the manifest set it came from: history holds thousands.
+    pub manifest: Arc<Manifest>,
     /// `key`, or `<rev12>:key` per commit with `--all-history`, newest first.
     pub labels: Vec<String>,
 }
@@ -126,7 +128,7 @@ pub(crate) fn subjects(
     }
     let mut subjects: Vec<Subject> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    let mut add = |key: &str, m: &Manifest, label: String| {
+    let mut add = |key: &str, m: &Arc<Manifest>, label: String| {
         if !verifiable(m) {
             return;
         }
@@ -134,7 +136,7 @@ pub(crate) fn subjects(
         let i = *index.entry(id).or_insert_with(|| {
             subjects.push(Subject {
                 key: key.to_string(),
-                manifest: m.clone(),
+                manifest: Arc::clone(m),
                 labels: Vec::new(),
             });
             subjects.len() - 1
@@ -156,7 +158,7 @@ pub(crate) fn subjects(
             }
         }
     } else {
-        let (manifests, prefix) = match rev {
+        let (mut manifests, prefix) = match rev {
             Some(rev) => {
                 let commit = repo.vcs.resolve(rev)?;
                 let prefix = format!("{}:", commit.short12());
@@ -166,7 +168,9 @@ pub(crate) fn subjects(
         };
         let chosen = key::select_keys(keys, manifests.keys().map(String::as_str))?;
         for k in &chosen {
-            add(k, &manifests[k], format!("{prefix}{k}"));
+            if let Some(m) = manifests.remove(k) {
+                add(k, &Arc::new(m), format!("{prefix}{k}"));
+            }
         }
     }
     Ok(subjects)
