@@ -2,7 +2,7 @@
 //! the VCS, and the plugin runtime together, and hands out backend clients
 //! for objects. Every command starts from `Repo::find`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -45,6 +45,8 @@ pub struct Repo {
     /// needs one kind (`verify` of memory objects, `status --snapshot` of a
     /// directory) loads that plugin only, and [`Repo::plugins`] reuses it.
     builtins: tokio::sync::Mutex<BTreeMap<&'static str, Arc<Plugin>>>,
+    /// [`Repo::cached_descriptors`], once read.
+    cached_descriptors: std::sync::OnceLock<Option<(BTreeMap<String, Descriptor>, BuiltinsByKind)>>,
 }
 
 /// The plugins a dataset runs: loaded ones by kind, and the pinned kinds that
@@ -96,6 +98,7 @@ impl Repo {
             plugins: OnceCell::new(),
             keyed_storage: std::sync::OnceLock::new(),
             builtins: tokio::sync::Mutex::new(BTreeMap::new()),
+            cached_descriptors: std::sync::OnceLock::new(),
         })
     }
 
@@ -292,7 +295,7 @@ impl Repo {
         if self.plugins.get().is_none()
             && let Some((cached, _)) = self.cached_descriptors()
         {
-            return Ok(cached);
+            return Ok(cached.clone());
         }
         Ok(self
             .plugins()
@@ -304,7 +307,14 @@ impl Repo {
 
     /// Every built-in's cached descriptor by kind, with the built-in serving
     /// each kind; `None` unless all are cached and every pin names a built-in.
-    fn cached_descriptors(&self) -> Option<(BTreeMap<String, Descriptor>, BuiltinsByKind)> {
+    fn cached_descriptors(&self) -> Option<&(BTreeMap<String, Descriptor>, BuiltinsByKind)> {
+        // Read once per command: every client made asks.
+        self.cached_descriptors
+            .get_or_init(|| self.read_cached_descriptors())
+            .as_ref()
+    }
+
+    fn read_cached_descriptors(&self) -> Option<(BTreeMap<String, Descriptor>, BuiltinsByKind)> {
         let root = crate::plugin::default_cache_root();
         let mut out = BTreeMap::new();
         let mut serving = BTreeMap::new();
@@ -355,6 +365,29 @@ impl Repo {
         // The cache said which component serves `kind`; trust only what it
         // describes itself as.
         Ok((p.kind() == kind).then_some(p))
+    }
+
+    /// Run `work` here while the plugins serving the working tree's kinds
+    /// load on another thread. A command that reads history before it calls
+    /// any plugin (`verify --all-history`) overlaps the two, each a few
+    /// milliseconds: the wasm engine and a component from the cache.
+    pub fn warming_plugins<T>(&self, work: impl FnOnce() -> T) -> T {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return work();
+        };
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let Ok(manifests) = self.manifests() else {
+                    return;
+                };
+                let kinds: BTreeSet<&str> = manifests.values().map(|m| m.kind.as_str()).collect();
+                for kind in kinds {
+                    // A failure is the later call's to report, in its context.
+                    let _ = handle.block_on(self.plugin(kind));
+                }
+            });
+            work()
+        })
     }
 
     /// The plugin serving `kind`.

@@ -102,7 +102,12 @@ fn subject_id(m: &Manifest) -> String {
 }
 
 pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
-    let subjects = subjects(repo, &opts.keys, opts.rev.as_deref(), opts.all_history)?;
+    let select = || subjects(repo, &opts.keys, opts.rev.as_deref(), opts.all_history);
+    let subjects = if opts.all_history {
+        repo.warming_plugins(select)?
+    } else {
+        select()?
+    };
     let mut result = VerifyResult::default();
     for (subject, report) in check(repo, subjects, opts.deep).await? {
         for label in subject.labels {
