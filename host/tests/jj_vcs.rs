@@ -542,7 +542,12 @@ fn a_conflict_side_that_only_a_hidden_commit_made_keeps_its_pin_colocated() {
     conflict_side_of_a_hidden_commit(Vcs::JjColocated);
 }
 
-fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
+/// Commits c1, c2, c3 of one object (pins p1, p2, p3), then c3 rebased onto
+/// c1: the rebased commit (and the working copy on it) conflicts, c1's
+/// manifest against c3's over c2's. c3 itself is hidden; its manifest lives
+/// on only as a side of the conflict. Returns the dataset, the store, c1, p2,
+/// p3 and the rebased commit.
+fn conflicted_manifest(vcs: Vcs) -> (Dataset, MemoryStore, String, String, String, String) {
     let (d, store, c1) = with_commit(vcs);
     let mut pins = Vec::new();
     for labels in ["1", "2"] {
@@ -558,16 +563,17 @@ fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
     }
     let (p2, p3) = (pins[0].clone(), pins[1].clone());
     let c3 = d.head();
-    let unpins =
-        |plan: &str, pin: &str| plan.contains(&format!("unpin zarr/imaging [memory] {pin}"));
-
-    // The rebased commit (and the working copy on it) conflicts: c1's manifest
-    // against c3's, over c2's. c3 itself is hidden now; its manifest lives on
-    // only as a side of the conflict.
     d.jj(&["rebase", "-s", &c3, "-d", &c1]);
     let rebased = d.head();
     assert_ne!(rebased, c3);
     assert!(!d.all_commits().contains(&c3), "the original is hidden");
+    (d, store, c1, p2, p3, rebased)
+}
+
+fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
+    let (d, store, c1, p2, p3, rebased) = conflicted_manifest(vcs);
+    let unpins =
+        |plan: &str, pin: &str| plan.contains(&format!("unpin zarr/imaging [memory] {pin}"));
     let conflicts = d.jj(&[
         "log",
         "--no-graph",
@@ -637,6 +643,38 @@ fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
     assert!(store.tag(&p3).is_none());
     assert!(store.tag(&p2).is_some());
     d.ok(&["verify", "--all-history"]);
+}
+
+/// A conflicted commit's label answers for every side and base of the
+/// conflict: a pin gone from one side is `missing` however the others fare.
+#[test]
+fn verify_all_history_reports_a_missing_pin_on_any_side_of_a_conflict() {
+    let (d, store, _c1, p2, p3, rebased) = conflicted_manifest(Vcs::Jj);
+    d.ok(&["verify", "--all-history"]);
+    let label = format!("{}:zarr/imaging", &rebased[..12]);
+    // Each side in turn: c1's pin (the side the rebase landed on) and c3's
+    // (the hidden commit's); whichever the report reads last must not hide
+    // the other.
+    let p1 = store
+        .tags()
+        .into_iter()
+        .find(|t| *t != p2 && *t != p3)
+        .expect("c1's pin");
+    for gone in [&p1, &p3] {
+        let snapshot = store.tag(gone).expect("the pin's tag");
+        store.delete_tag(gone);
+        let out = d.fails(&["verify", "--all-history", "--json"], 1);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v[&label]["status"], "missing", "{gone}: {label} in {v}");
+        assert!(
+            v[&label]["message"]
+                .as_str()
+                .unwrap()
+                .contains(gone.as_str()),
+            "the message names the missing pin: {v}"
+        );
+        store.set_tag(gone, &snapshot);
+    }
 }
 
 /// The jj processes one `tether status` starts, each with its arguments, through a

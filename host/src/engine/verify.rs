@@ -10,7 +10,9 @@
 //!   read (with `--all-history`, from every key history has had).
 //! - Each distinct `(kind, locator, state, pin)` is verified once, however
 //!   many commits hold it, and its report is given under every label. The
-//!   calls fan out concurrently, in bounded batches.
+//!   calls fan out concurrently, in bounded batches. A label several checks
+//!   answer (each side and base of a conflicted jj commit) reports the worst
+//!   of them: `missing`, then `drifted`, then `unknown`, then `ok`.
 //! - What is not verified: an object never committed (no state yet) has
 //!   nothing to check, and an Observed object recorded unrecoverably has only
 //!   a digest, which no store can resolve (spec 05: "cannot be opened at a
@@ -23,6 +25,7 @@
 //! The report is `ok`, `drifted`, `missing` or `unknown` per label; the CLI
 //! exits 1 when any is not `ok`.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -111,10 +114,32 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
     let mut result = VerifyResult::default();
     for (subject, report) in check(repo, subjects, opts.deep).await? {
         for label in subject.labels {
-            result.reports.insert(label, report.clone());
+            // A conflicted jj commit gives one label several manifests (each
+            // side and base): the label answers with the worst of them, so
+            // one side's lost pin is never hidden by another side's good one.
+            match result.reports.entry(label) {
+                Entry::Vacant(e) => {
+                    e.insert(report.clone());
+                }
+                Entry::Occupied(mut e) => {
+                    if severity(report.status) > severity(e.get().status) {
+                        e.insert(report.clone());
+                    }
+                }
+            }
         }
     }
     Ok(result)
+}
+
+/// How bad a status is, for a label several checks answer.
+fn severity(status: VerifyStatus) -> u8 {
+    match status {
+        VerifyStatus::Ok => 0,
+        VerifyStatus::Unknown => 1,
+        VerifyStatus::Drifted => 2,
+        VerifyStatus::Missing => 3,
+    }
 }
 
 /// The distinct checks the selected manifests ask for: the working tree's
