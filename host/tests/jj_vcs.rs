@@ -646,9 +646,10 @@ fn conflict_side_of_a_hidden_commit(vcs: Vcs) {
 }
 
 /// A conflicted commit's label answers for every side and base of the
-/// conflict: a pin gone from one side is `missing` however the others fare.
+/// conflict, with `--all-history` and with `-r`: a pin gone from one side is
+/// `missing` however the others fare.
 #[test]
-fn verify_all_history_reports_a_missing_pin_on_any_side_of_a_conflict() {
+fn verify_reports_a_missing_pin_on_any_side_of_a_conflict() {
     let (d, store, _c1, p2, p3, rebased) = conflicted_manifest(Vcs::Jj);
     d.ok(&["verify", "--all-history"]);
     let label = format!("{}:zarr/imaging", &rebased[..12]);
@@ -663,16 +664,13 @@ fn verify_all_history_reports_a_missing_pin_on_any_side_of_a_conflict() {
     for gone in [&p1, &p3] {
         let snapshot = store.tag(gone).expect("the pin's tag");
         store.delete_tag(gone);
-        let out = d.fails(&["verify", "--all-history", "--json"], 1);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v[&label]["status"], "missing", "{gone}: {label} in {v}");
-        assert!(
-            v[&label]["message"]
-                .as_str()
-                .unwrap()
-                .contains(gone.as_str()),
-            "the message names the missing pin: {v}"
-        );
+        for args in [&["--all-history"][..], &["-r", &rebased]] {
+            let out = d.fails(&[&["verify", "--json"][..], args].concat(), 1);
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v[&label]["status"], "missing", "{gone} {args:?}: {v}");
+            let message = v[&label]["message"].as_str().unwrap();
+            assert!(message.contains(gone.as_str()), "names the pin: {v}");
+        }
         store.set_tag(gone, &snapshot);
     }
 }

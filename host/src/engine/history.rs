@@ -118,6 +118,17 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
 }
 
 /// Manifests from `path → bytes` under the objects prefix.
+/// The manifest sets one commit records: its own, and each side and base of
+/// a conflicted jj commit, each distinct set once.
+pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<ManifestSet>> {
+    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+    let read = repo.vcs.commit_files(commit, &prefix)?;
+    read.all_files()
+        .into_iter()
+        .map(|(_, files)| Ok(Arc::new(parse_manifest_files(&prefix, files)?)))
+        .collect()
+}
+
 fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Arc<Manifest>>> {
     let mut out = BTreeMap::new();
     for (path, bytes) in files {

@@ -3,7 +3,8 @@
 //!
 //! - Which manifests: the working tree's (labels `key`), one commit's with
 //!   `-r REV`, or every commit of visible history with `--all-history`
-//!   (labels `<rev12>:<key>`). History is read in one streaming walk
+//!   (labels `<rev12>:<key>`); a conflicted jj commit's are every side's and
+//!   base's. History is read in one streaming walk
 //!   ([`Vcs::history`](crate::vcs::Vcs::history)); a commit whose manifests
 //!   are byte-identical to one already read is not parsed again.
 //! - Which objects: per "Selecting objects" in the spec, from the manifests
@@ -33,6 +34,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{Result, TetherError};
+use super::history::{self, ManifestSet};
 use super::repo::Repo;
 use crate::model::{Manifest, key};
 use crate::plugin::{BackendError, PinRef, VerifyReport, VerifyStatus, fan_out};
@@ -173,33 +175,33 @@ pub(crate) fn subjects(
         });
         subjects[i].labels.push(label);
     };
-    if all_history {
-        let commits = super::history::history_manifests(repo)?;
-        let every_key: BTreeSet<&str> = commits
-            .iter()
-            .flat_map(|(_, ms)| ms.keys().map(String::as_str))
-            .collect();
-        let chosen: BTreeSet<String> = key::select_keys(keys, every_key)?.into_iter().collect();
-        for (commit, manifests) in &commits {
-            for (k, m) in manifests.iter() {
-                if chosen.contains(k) {
-                    add(k, m, format!("{}:{k}", commit.short12()));
-                }
-            }
-        }
+    // (label prefix, manifests): every commit's sets, one commit's (each
+    // side and base of a conflict), or the working tree's.
+    let sources: Vec<(String, ManifestSet)> = if all_history {
+        history::history_manifests(repo)?
+            .into_iter()
+            .map(|(commit, set)| (format!("{}:", commit.short12()), set))
+            .collect()
+    } else if let Some(rev) = rev {
+        let commit = repo.vcs.resolve(rev)?;
+        let prefix = format!("{}:", commit.short12());
+        history::manifest_sets_at(repo, &commit)?
+            .into_iter()
+            .map(|set| (prefix.clone(), set))
+            .collect()
     } else {
-        let (mut manifests, prefix) = match rev {
-            Some(rev) => {
-                let commit = repo.vcs.resolve(rev)?;
-                let prefix = format!("{}:", commit.short12());
-                (repo.manifests_at(&commit)?, prefix)
-            }
-            None => (repo.manifests()?, String::new()),
-        };
-        let chosen = key::select_keys(keys, manifests.keys().map(String::as_str))?;
-        for k in &chosen {
-            if let Some(m) = manifests.remove(k) {
-                add(k, &Arc::new(m), format!("{prefix}{k}"));
+        let set = repo.manifests()?.into_iter().map(|(k, m)| (k, Arc::new(m)));
+        vec![(String::new(), Arc::new(set.collect()))]
+    };
+    let every_key: BTreeSet<&str> = sources
+        .iter()
+        .flat_map(|(_, set)| set.keys().map(String::as_str))
+        .collect();
+    let chosen: BTreeSet<String> = key::select_keys(keys, every_key)?.into_iter().collect();
+    for (prefix, set) in &sources {
+        for (k, m) in set.iter() {
+            if chosen.contains(k) {
+                add(k, m, format!("{prefix}{k}"));
             }
         }
     }

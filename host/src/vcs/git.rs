@@ -679,6 +679,15 @@ impl Vcs for GitVcs {
         )))
     }
 
+    fn commit_files(&self, commit: &CommitId, prefix: &str) -> Result<HistoryCommit> {
+        let oid = Oid::from_str(commit.as_str())
+            .map_err(VcsError::git(format!("reading commit id {commit}")))?;
+        let prefix = normalize_prefix(prefix)?;
+        HistoryWalk::new(&self.repo, &self.blob_reads, vec![oid], prefix)
+            .next()
+            .expect("a walk over one id yields one commit")
+    }
+
     fn visible_ids(&self) -> Result<Vec<CommitId>> {
         let repo = self.lock();
         Ok(visible_commits(&repo, &self.common_dir)?

@@ -752,6 +752,18 @@ impl Vcs for JjVcs {
         )))
     }
 
+    fn commit_files(&self, commit: &CommitId, prefix: &str) -> Result<HistoryCommit> {
+        let prefix = super::normalize_prefix(prefix)?;
+        HistoryWalk::new(
+            &self.git,
+            &self.blob_reads,
+            vec![Self::oid(commit.as_str())?],
+            prefix,
+        )
+        .next()
+        .expect("a walk over one id yields one commit")
+    }
+
     fn history_key(&self) -> Result<Option<String>> {
         // What `history` walks is the view's commits, and the view is a
         // function of the operation heads (the same key `view` caches by).

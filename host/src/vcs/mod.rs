@@ -302,6 +302,10 @@ pub trait Vcs: Send + Sync + fmt::Debug {
         prefix: &str,
     ) -> Result<Box<dyn Iterator<Item = Result<HistoryCommit>> + 'a>>;
 
+    /// One commit read as [`history`](Self::history) reads each: its files
+    /// under `prefix`, and a conflicted jj commit's every side and base.
+    fn commit_files(&self, commit: &CommitId, prefix: &str) -> Result<HistoryCommit>;
+
     /// The ids of every commit [`history`](Self::history) would yield, in its order,
     /// without reading them: how a caller checks that a recorded commit still exists.
     fn visible_ids(&self) -> Result<Vec<CommitId>>;
