@@ -117,7 +117,6 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
     Ok(out)
 }
 
-/// Manifests from `path → bytes` under the objects prefix.
 /// The manifest sets one commit records: its own, and each side and base of
 /// a conflicted jj commit, each distinct set once.
 pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<ManifestSet>> {
@@ -129,7 +128,27 @@ pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<Man
         .collect()
 }
 
+/// The manifests a commit's own tree holds (a conflicted jj commit's first
+/// side: what git shows), as [`Repo::manifests_at`] gives them.
+pub(crate) fn manifests_in_tree(
+    repo: &Repo,
+    commit: &CommitId,
+) -> Result<BTreeMap<String, Manifest>> {
+    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+    let read = repo.vcs.commit_files(commit, &prefix)?;
+    parse_manifests(&prefix, &read.files)
+}
+
+/// Manifests from `path → bytes` under the objects prefix, shared.
 fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Arc<Manifest>>> {
+    Ok(parse_manifests(prefix, files)?
+        .into_iter()
+        .map(|(k, m)| (k, Arc::new(m)))
+        .collect())
+}
+
+/// Manifests from `path → bytes` under the objects prefix.
+fn parse_manifests(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Manifest>> {
     let mut out = BTreeMap::new();
     for (path, bytes) in files {
         let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
@@ -140,7 +159,7 @@ fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String
         };
         let text = String::from_utf8_lossy(bytes);
         let m = Manifest::parse(&text, key, Path::new(path))?;
-        out.insert(key.to_string(), Arc::new(m));
+        out.insert(key.to_string(), m);
     }
     Ok(out)
 }

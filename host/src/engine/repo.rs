@@ -162,28 +162,14 @@ impl Repo {
         Ok(manifest::read_all(&self.layout.objects_dir())?)
     }
 
-    /// The manifests a commit recorded.
+    /// The manifests a commit recorded (a conflicted jj commit's first side;
+    /// [`history::manifest_sets_at`](super::history::manifest_sets_at) gives
+    /// every side).
     pub fn manifests_at(
         &self,
         commit: &crate::vcs::CommitId,
     ) -> Result<BTreeMap<String, Manifest>> {
-        let prefix = self.vcs_path(&self.layout.objects_dir());
-        let mut out = BTreeMap::new();
-        for path in self.vcs.list_files(commit, &prefix)? {
-            let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
-                continue;
-            };
-            let Some(key) = rel.strip_suffix(".toml") else {
-                continue;
-            };
-            let Some(bytes) = self.vcs.read_file(commit, &path)? else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&bytes);
-            let m = Manifest::parse(&text, key, Path::new(&path))?;
-            out.insert(key.to_string(), m);
-        }
-        Ok(out)
+        super::history::manifests_in_tree(self, commit)
     }
 
     pub fn manifest(&self, key: &str) -> Result<Manifest> {
