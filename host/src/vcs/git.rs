@@ -682,10 +682,7 @@ impl Vcs for GitVcs {
     fn commit_files(&self, commit: &CommitId, prefix: &str) -> Result<HistoryCommit> {
         let oid = Oid::from_str(commit.as_str())
             .map_err(VcsError::git(format!("reading commit id {commit}")))?;
-        let prefix = normalize_prefix(prefix)?;
-        HistoryWalk::new(&self.repo, &self.blob_reads, vec![oid], prefix)
-            .next()
-            .expect("a walk over one id yields one commit")
+        HistoryWalk::one(&self.repo, &self.blob_reads, oid, prefix)
     }
 
     fn visible_ids(&self) -> Result<Vec<CommitId>> {
@@ -1367,6 +1364,16 @@ impl<'a> HistoryWalk<'a> {
             blobs: HashMap::new(),
             empty: Arc::new(FileMap::new()),
         }
+    }
+
+    /// One commit read as a walk reads each ([`Vcs::commit_files`]).
+    pub(super) fn one(
+        repo: &'a Mutex<Repository>,
+        blob_reads: &'a AtomicU64,
+        id: Oid,
+        prefix: &str,
+    ) -> Result<HistoryCommit> {
+        HistoryWalk::new(repo, blob_reads, Vec::new(), normalize_prefix(prefix)?).load(id)
     }
 
     fn load(&mut self, id: Oid) -> Result<HistoryCommit> {

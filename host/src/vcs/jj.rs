@@ -753,15 +753,12 @@ impl Vcs for JjVcs {
     }
 
     fn commit_files(&self, commit: &CommitId, prefix: &str) -> Result<HistoryCommit> {
-        let prefix = super::normalize_prefix(prefix)?;
-        HistoryWalk::new(
+        HistoryWalk::one(
             &self.git,
             &self.blob_reads,
-            vec![Self::oid(commit.as_str())?],
+            Self::oid(commit.as_str())?,
             prefix,
         )
-        .next()
-        .expect("a walk over one id yields one commit")
     }
 
     fn history_key(&self) -> Result<Option<String>> {
