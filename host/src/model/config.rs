@@ -317,7 +317,7 @@ pub fn peek_version(text: &str, file: &Path) -> Result<i64> {
 }
 
 fn parse_table(text: &str, file: &Path) -> Result<toml::Table> {
-    toml::from_str(text).map_err(|e| ModelError::invalid(file, format!("not valid TOML: {e}")))
+    super::toml_json::parse_table(text).map_err(|m| ModelError::invalid(file, m))
 }
 
 fn version_of(table: &toml::Table, file: &Path) -> Result<i64> {

@@ -197,8 +197,7 @@ impl Manifest {
     pub fn parse(text: &str, key: &str, file: &Path) -> Result<Manifest> {
         validate_key(key)?;
         let bad = |m: String| ModelError::invalid(file, m);
-        let table: toml::Table =
-            toml::from_str(text).map_err(|e| bad(format!("not valid TOML: {e}")))?;
+        let table: toml::Table = toml_json::parse_table(text).map_err(bad)?;
         let json = toml_json::table_to_json_map(&table).map_err(bad)?;
         Manifest::from_json(&json)
             .map_err(|m| ModelError::invalid(file, format!("object {key:?}: {m}")))

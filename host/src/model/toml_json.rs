@@ -27,6 +27,22 @@
 
 use serde_json::{Map, Number, Value};
 
+/// Parse a TOML file tether reads (a manifest, `tether.toml`,
+/// `workspace.toml`). A VCS conflict left in it is named as one, with what
+/// to do, rather than as the TOML error its markers cause.
+pub fn parse_table(text: &str) -> Result<toml::Table, String> {
+    toml::from_str(text).map_err(
+        |e| match text.lines().position(|l| l.starts_with("<<<<<<<")) {
+            Some(i) => format!(
+                "has unresolved conflict markers (line {}): resolve the conflict first \
+                 (`jj resolve`, `git mergetool`, or edit the file), then run the command again",
+                i + 1
+            ),
+            None => format!("not valid TOML: {e}"),
+        },
+    )
+}
+
 /// Remove every `null` member of every object, recursively (arrays keep
 /// their elements). The normal form of a locator or state.
 pub fn strip_nulls(value: &Value) -> Value {
@@ -205,6 +221,20 @@ pub fn write_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conflict_markers_are_named_as_a_conflict() {
+        let conflicted = "kind = \"memory\"\n<<<<<<< conflict 1 of 1\n%%%%%%% diff\n";
+        let e = parse_table(conflicted).unwrap_err();
+        assert!(
+            e.starts_with("has unresolved conflict markers (line 2)"),
+            "{e}"
+        );
+        assert!(e.contains("jj resolve"), "{e}");
+        let e = parse_table("kind = ").unwrap_err();
+        assert!(e.starts_with("not valid TOML: "), "{e}");
+        assert_eq!(parse_table("a = 1").unwrap()["a"].as_integer(), Some(1));
+    }
     use crate::model::canonical;
     use serde_json::json;
 

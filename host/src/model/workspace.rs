@@ -209,8 +209,7 @@ impl WorkspaceState {
     /// Parse the file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &Path) -> Result<WorkspaceState> {
         let bad = |m: String| ModelError::invalid(file, m);
-        let table: toml::Table =
-            toml::from_str(text).map_err(|e| bad(format!("not valid TOML: {e}")))?;
+        let table: toml::Table = toml_json::parse_table(text).map_err(bad)?;
         let json = toml_json::table_to_json_map(&table).map_err(bad)?;
         from_json(&json).map_err(|m| {
             ModelError::invalid(
