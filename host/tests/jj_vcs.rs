@@ -712,3 +712,77 @@ fn status_on_jj_starts_one_jj_process() {
     let calls = jj_calls_of_status(&d);
     assert_eq!(calls.len(), 1, "{calls:#?}");
 }
+
+/// A commit whose conflict leaves an object's manifest unsettled names no
+/// one state of it: reading it as one (`open -r`, `diff`, `new`) is refused,
+/// naming the file, where git alone would show the first side; the working
+/// copy's conflict markers are named as a conflict. `abandon` waits for
+/// the conflict to be resolved, then counts every side's pins as the
+/// commit's own, so `--gc` releases the one only the conflicted commit named.
+#[test]
+fn a_conflicted_commit_is_not_read_as_one_side() {
+    let (d, store, c1, p2, p3, rebased) = conflicted_manifest(Vcs::Jj);
+    let refusal = format!(
+        "commit {} has a conflict in the dataset's files (.tether/objects/zarr/imaging.toml)",
+        &rebased[..12]
+    );
+    let before = (store.tags(), d.ok(&["ops", "--json"]), d.all_commits());
+    for args in [
+        &["open", "zarr/imaging", "-r", &rebased][..],
+        &["diff", &c1, &rebased],
+    ] {
+        let err = stderr(&d.fails(args, 1));
+        assert!(err.contains(&refusal), "{args:?}: {err}");
+    }
+    // The working copy on top carries the conflict as markers in the file:
+    // named as a conflict, not as the TOML error the markers cause.
+    for args in [&["status"][..], &["new", &rebased]] {
+        let err = stderr(&d.fails(args, 1));
+        assert!(
+            err.contains("imaging.toml: has unresolved conflict markers (line"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        (store.tags(), d.ok(&["ops", "--json"]), d.all_commits()),
+        before,
+        "a refusal changes nothing"
+    );
+    // A commit without a conflict still reads.
+    d.ok(&["open", "zarr/imaging", "-r", &c1]);
+
+    // The report's gc plan would be refused after the commit was dropped:
+    // refused before, and nothing changes.
+    let before = d.all_commits();
+    let err = stderr(&d.fails(&["abandon", &rebased, "--gc"], 1));
+    assert!(err.contains("refusing to abandon: commit"), "{err}");
+    assert_eq!(d.all_commits(), before);
+
+    // Resolved in a commit of its own (c1's manifest taken), the conflicted
+    // commit can go.
+    d.jj(&[
+        "restore",
+        "--from",
+        &c1,
+        "root-file:\".tether/objects/zarr/imaging.toml\"",
+    ]);
+    d.jj(&["commit", "-m", "resolve"]);
+    let out = d.ok(&["abandon", &rebased, "--gc", "--json"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let unpinned: Vec<&Value> = r["gc_plan"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["op"] == "unpin")
+        .map(|a| &a["target"])
+        .collect();
+    assert_eq!(
+        unpinned,
+        [&json!(p3)],
+        "the hidden side's pin goes with the commit: {r}"
+    );
+    assert_eq!(r["gc_applied"], true);
+    assert!(store.tag(&p3).is_none());
+    assert!(store.tag(&p2).is_some(), "c2 still names its pin");
+    d.ok(&["verify", "--all-history"]);
+}

@@ -52,6 +52,9 @@ pub async fn abandon(repo: &Repo, opts: &AbandonOptions) -> Result<AbandonReport
             commits.push(c);
         }
     }
+    // Its report's gc plan is made after the VCS half, and gc refuses these:
+    // refused now, before any commit is dropped (as `drop` is).
+    super::gc::refuse_conflicted_bookmarks(repo, "abandon")?;
     let dirty: Vec<String> = repo
         .vcs
         .changes()?
@@ -69,8 +72,9 @@ pub async fn abandon(repo: &Repo, opts: &AbandonOptions) -> Result<AbandonReport
     // The pins only these commits name are what gc may release.
     let mut named: BTreeSet<String> = BTreeSet::new();
     for c in &commits {
-        for m in repo.manifests_at(c)?.values() {
-            if let Some(p) = &m.pin {
+        // Every side of a conflicted commit: each pinned what it records.
+        for set in super::history::manifest_sets_at(repo, c)? {
+            for p in set.values().filter_map(|m| m.pin.as_ref()) {
                 named.insert(p.id.clone());
             }
         }

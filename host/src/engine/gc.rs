@@ -138,8 +138,11 @@ async fn references(
     let seen: BTreeSet<String> = sources_commits(repo)?;
     for c in &without.commits {
         if !seen.contains(c) {
-            for (k, m) in repo.manifests_at(&CommitId::new(c.clone()))? {
-                sources.push((k, m, false, true));
+            // Every side of a conflicted one: each is a state it recorded.
+            for set in super::history::manifest_sets_at(repo, &CommitId::new(c.clone()))? {
+                for (k, m) in set.iter() {
+                    sources.push((k.clone(), Manifest::clone(m), false, true));
+                }
             }
         }
     }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::Result;
+use super::error::{Result, TetherError};
 use super::repo::Repo;
 use crate::model::manifest::{JsonMap, Origin, Pin};
 use crate::model::{Manifest, Policy, fsutil};
@@ -128,14 +128,24 @@ pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<Man
         .collect()
 }
 
-/// The manifests a commit's own tree holds (a conflicted jj commit's first
-/// side: what git shows), as [`Repo::manifests_at`] gives them.
-pub(crate) fn manifests_in_tree(
-    repo: &Repo,
-    commit: &CommitId,
-) -> Result<BTreeMap<String, Manifest>> {
+/// The manifests a commit records. A conflicted jj commit whose sides
+/// disagree on a manifest is refused: it names several states of one object,
+/// and reading any one of them (git shows the first side) would hand back
+/// data under a commit that does not settle on it. Sides that agree are one
+/// answer, whatever the conflict elsewhere.
+pub(crate) fn manifests_at(repo: &Repo, commit: &CommitId) -> Result<BTreeMap<String, Manifest>> {
     let prefix = repo.vcs_path(&repo.layout.objects_dir());
     let read = repo.vcs.commit_files(commit, &prefix)?;
+    let conflicted = read.conflicted_paths();
+    if !conflicted.is_empty() {
+        return Err(TetherError::Refused(format!(
+            "commit {} has a conflict in the dataset's files ({}): its sides record different \
+             states, so which one the commit names is not settled; resolve it (`jj resolve`, or \
+             edit the files and `tether commit`) and name the commit that resolves it",
+            commit.short12(),
+            conflicted.join(", ")
+        )));
+    }
     parse_manifests(&prefix, &read.files)
 }
 

@@ -162,14 +162,15 @@ impl Repo {
         Ok(manifest::read_all(&self.layout.objects_dir())?)
     }
 
-    /// The manifests a commit recorded (a conflicted jj commit's first side;
-    /// [`history::manifest_sets_at`](super::history::manifest_sets_at) gives
-    /// every side).
+    /// The manifests a commit recorded; a conflicted jj commit whose sides
+    /// disagree on one is refused
+    /// ([`history::manifest_sets_at`](super::history::manifest_sets_at) gives
+    /// every side, for the callers that count them all).
     pub fn manifests_at(
         &self,
         commit: &crate::vcs::CommitId,
     ) -> Result<BTreeMap<String, Manifest>> {
-        super::history::manifests_in_tree(self, commit)
+        super::history::manifests_at(self, commit)
     }
 
     pub fn manifest(&self, key: &str) -> Result<Manifest> {

@@ -188,6 +188,30 @@ impl HistoryCommit {
         }
         out
     }
+
+    /// The paths under the prefix whose content the sides of a conflicted jj
+    /// commit disagree on (a side lacking the file counts as disagreeing),
+    /// sorted; empty for a commit without a conflict. jj interleaves the
+    /// terms side, base, side, ...: only the sides count, since a file the
+    /// sides agree on is resolved whatever the base held.
+    pub fn conflicted_paths(&self) -> Vec<String> {
+        let sides: Vec<&FileMap> = self
+            .conflict_terms
+            .iter()
+            .step_by(2)
+            .map(|(_, files)| &**files)
+            .collect();
+        let Some((first, rest)) = sides.split_first() else {
+            return Vec::new();
+        };
+        let paths: std::collections::BTreeSet<&String> =
+            sides.iter().flat_map(|files| files.keys()).collect();
+        paths
+            .into_iter()
+            .filter(|path| rest.iter().any(|side| side.get(*path) != first.get(*path)))
+            .cloned()
+            .collect()
+    }
 }
 
 /// One path with local changes, from [`Vcs::changes`].

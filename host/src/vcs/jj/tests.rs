@@ -422,6 +422,14 @@ fn a_conflicted_commit_yields_every_side_and_base() {
     terms.sort();
     assert_eq!(terms, ["base\n", "left\n", "right\n"]);
     assert_eq!(c.conflict_terms.len(), 3, "two sides and a base");
+    // jj interleaves them side, base, side: `conflicted_paths` relies on it.
+    let in_order: Vec<&[u8]> = c
+        .conflict_terms
+        .iter()
+        .map(|(_, files)| &*files[manifest])
+        .collect();
+    assert_eq!(in_order, [&b"base\n"[..], b"left\n", b"right\n"]);
+    assert_eq!(c.conflicted_paths(), [manifest]);
     // A commit without a conflict has none.
     let plain = history.iter().find(|c| c.id.as_str() == ids[0]).unwrap();
     assert!(plain.conflict_terms.is_empty());
