@@ -265,11 +265,14 @@ fn big_directory(b: &Bench) {
     b.ok(&d, &["add", "big", "--kind", "file", "../data/big"]);
     // Files modified within two seconds of now are always re-read.
     std::thread::sleep(Duration::from_millis(2100));
-    let hashes = d.root().join(".tether/cache/file-hashes.json");
-    let clear = |p: &Path| {
-        let _ = std::fs::remove_file(p);
+    // Cold: no hash cache, and no summary memo beside it.
+    let caches = d.root().join(".tether/cache");
+    let clear = || {
+        for name in ["file-hashes.json", "file-summaries.json"] {
+            let _ = std::fs::remove_file(caches.join(name));
+        }
     };
-    let t = b.median(&d, &["status", "--snapshot"], 3, 0, || clear(&hashes));
+    let t = b.median(&d, &["status", "--snapshot"], 3, 0, clear);
     report(
         &format!("status --snapshot, {FILES} files, cold (no hash cache)"),
         t,

@@ -57,6 +57,7 @@
 //! two seconds of now is always re-read.
 
 mod cache;
+mod summaries;
 #[cfg(test)]
 mod tests;
 
@@ -105,6 +106,41 @@ fn io_error(what: &str, path: &Path, e: &io::Error) -> TreeError {
         TreeError::NotFound(msg)
     } else {
         TreeError::Io(msg)
+    }
+}
+
+/// `root` resolved, when it is a directory: cache keys are absolute real
+/// paths, so every spelling of a root shares entries.
+fn real_dir(root: &Path) -> Result<PathBuf, TreeError> {
+    let md = std::fs::metadata(root).map_err(|e| io_error("cannot walk", root, &e))?;
+    if !md.is_dir() {
+        return Err(TreeError::Invalid(format!(
+            "cannot walk {}: not a directory",
+            root.display()
+        )));
+    }
+    std::fs::canonicalize(root).map_err(|e| io_error("cannot walk", root, &e))
+}
+
+/// `real` (the resolved `root`) as text, as cache keys spell it.
+fn utf8_root<'a>(root: &Path, real: &'a Path) -> Result<&'a str, TreeError> {
+    real.to_str().ok_or_else(|| {
+        TreeError::Invalid(format!(
+            "{} resolves to {:?}, which is not UTF-8",
+            root.display(),
+            real.as_os_str()
+        ))
+    })
+}
+
+/// Whether the walk of `real` hashes `e`: a file, or a symlink read through
+/// to one (the walk gave it a size and stat key only then; `is_file`
+/// re-checks).
+fn readable(real: &Path, e: &Entry) -> bool {
+    match e.kind {
+        EntryKind::File => true,
+        EntryKind::Symlink => e.link_target.is_some() && real.join(&e.path).is_file(),
+        EntryKind::Dir => false,
     }
 }
 
@@ -864,10 +900,55 @@ impl Tree {
     /// The content summary of the directory at `root` (granted as for
     /// [`walk`](Self::walk)), with its listing when `listing`: the whole
     /// hashed walk, reduced natively, so no entry crosses the boundary.
+    /// Without a listing, a walk that matches the one a remembered summary
+    /// was made from gets that summary, and the hash cache is not read
+    /// ([`summaries`]).
     pub fn summarize(&self, root: &str, listing: bool) -> Result<Summary, TreeError> {
         let root = self.inner.grants.check_resolved(root)?;
-        let session = self.walk_session(&root, true)?;
-        Summary::of(session.entries, listing)
+        if listing {
+            let session = self.walk_session(&root, true)?;
+            return Summary::of(session.entries, true);
+        }
+        let real = real_dir(&root)?;
+        let key = utf8_root(&root, &real)?;
+        let memo = summaries::Memo::beside(self.inner.cache.as_deref());
+        // Taken before the walk: against an earlier `now` a file is racy
+        // sooner, never later.
+        let now = cache::now_ns();
+        let (entries, walk) = match memo.recall(key) {
+            // Something is remembered, so the walk probably matches: the
+            // hash cache is loaded only when it does not.
+            Some(recalled) => {
+                let entries = walk_all(&real)?;
+                let walk = summaries::walk_digest(&entries);
+                if walk == recalled.walk
+                    && !summaries::any_racy(&entries, now, |e| readable(&real, e))
+                {
+                    cache::record_summary_reused(self.inner.cache.as_deref(), recalled.hashed);
+                    // 100,000 entries take milliseconds to free, and nothing
+                    // needs to wait for that (they are freed here when no
+                    // thread can be had).
+                    let _ = std::thread::Builder::new()
+                        .name("tether-free".into())
+                        .spawn(move || drop(entries));
+                    return Ok(recalled.summary);
+                }
+                let cache = self.cache()?;
+                (self.hash_walked(&root, &real, entries, &cache)?, walk)
+            }
+            None => {
+                let entries = self.hashed_walk(&root, &real)?;
+                let walk = summaries::walk_digest(&entries);
+                (entries, walk)
+            }
+        };
+        let racy = summaries::any_racy(&entries, now, |e| e.sha256.is_some());
+        let hashed = entries.iter().filter(|e| e.sha256.is_some()).count() as u64;
+        let summary = Summary::of(entries, false)?;
+        if !racy {
+            memo.remember(key, walk, hashed, &summary, now);
+        }
+        Ok(summary)
     }
 
     fn session_for(&self, root: &Path, hash: bool) -> Option<Arc<WalkSession>> {
@@ -879,84 +960,66 @@ impl Tree {
     }
 
     fn walk_session(&self, root: &Path, hash: bool) -> Result<WalkSession, TreeError> {
-        let md = std::fs::metadata(root).map_err(|e| io_error("cannot walk", root, &e))?;
-        if !md.is_dir() {
-            return Err(TreeError::Invalid(format!(
-                "cannot walk {}: not a directory",
-                root.display()
-            )));
-        }
-        // Cache keys are absolute real paths, so every spelling of the root
-        // shares entries.
-        let real = std::fs::canonicalize(root).map_err(|e| io_error("cannot walk", root, &e))?;
-        let started = std::time::Instant::now();
-        // The hash cache is read and parsed while the tree is walked: the
-        // walk waits on the kernel, the parse on one core.
-        let (walk, cache) = if hash {
-            std::thread::scope(|scope| {
-                let cache = scope.spawn(|| self.cache());
-                let walk = walk_all(&real);
-                let cache = cache
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (walk, Some(cache))
-            })
+        let real = real_dir(root)?;
+        let entries = if hash {
+            self.hashed_walk(root, &real)?
         } else {
-            (walk_all(&real), None)
+            walk_all(&real)?
         };
-        let mut entries = walk?;
-        let walked = started.elapsed();
-        if let Some(cache) = cache {
-            let real_str = real.to_str().ok_or_else(|| {
-                TreeError::Invalid(format!(
-                    "{} resolves to {:?}, which is not UTF-8",
-                    root.display(),
-                    real.as_os_str()
-                ))
-            })?;
-            // Cache keys are `prefix` + each entry's path; the walk's files
-            // come in that order, so the lookups are one merge pass and no
-            // absolute path is built for a file the cache vouches for.
-            let prefix = format!("{}/", real_str.trim_end_matches('/'));
-            let readable: Vec<bool> = entries
-                .iter()
-                .map(|e| {
-                    // A file, or a symlink read through to one (the walk gave
-                    // it a size and stat key only then; `is_file` re-checks).
-                    match e.kind {
-                        EntryKind::File => true,
-                        EntryKind::Symlink => {
-                            e.link_target.is_some() && real.join(&e.path).is_file()
-                        }
-                        EntryKind::Dir => false,
-                    }
-                })
-                .collect();
-            let cache = cache?;
-            let loaded = started.elapsed();
-            let present = self.fill_hashes(&cache, &mut entries, &prefix, &readable)?;
-            let filled = started.elapsed();
-            let seen = entries
-                .iter()
-                .zip(&readable)
-                .filter(|(_, r)| **r)
-                .map(|(e, _)| e.path.as_str());
-            cache.prune_under(&prefix, present, seen);
-            cache.flush()?;
-            tracing::debug!(
-                root = %real.display(),
-                entries = entries.len(),
-                walk_and_cache_load_ms = walked.as_secs_f64() * 1e3,
-                hash_ms = (filled - loaded).as_secs_f64() * 1e3,
-                total_ms = started.elapsed().as_secs_f64() * 1e3,
-                "tree walk"
-            );
-        }
         Ok(WalkSession {
             root: root.to_path_buf(),
             hash,
             entries,
         })
+    }
+
+    /// The walk of `real` (the resolved `root`) with every file's sha256.
+    fn hashed_walk(&self, root: &Path, real: &Path) -> Result<Vec<Entry>, TreeError> {
+        // The hash cache is read and parsed while the tree is walked: the
+        // walk waits on the kernel, the parse on one core.
+        let (walk, cache) = std::thread::scope(|scope| {
+            let cache = scope.spawn(|| self.cache());
+            let walk = walk_all(real);
+            let cache = cache
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (walk, cache)
+        });
+        let (entries, cache) = (walk?, cache?);
+        self.hash_walked(root, real, entries, &cache)
+    }
+
+    /// Fill the sha256 of the files of `entries` (a walk of `real`) through
+    /// `cache`, forget the cache's entries of files no longer there, and
+    /// write it when it changed.
+    fn hash_walked(
+        &self,
+        root: &Path,
+        real: &Path,
+        mut entries: Vec<Entry>,
+        cache: &CacheHandle,
+    ) -> Result<Vec<Entry>, TreeError> {
+        let started = std::time::Instant::now();
+        // Cache keys are `prefix` + each entry's path; the walk's files
+        // come in that order, so the lookups are one merge pass and no
+        // absolute path is built for a file the cache vouches for.
+        let prefix = format!("{}/", utf8_root(root, real)?.trim_end_matches('/'));
+        let readable: Vec<bool> = entries.iter().map(|e| readable(real, e)).collect();
+        let present = self.fill_hashes(cache, &mut entries, &prefix, &readable)?;
+        let seen = entries
+            .iter()
+            .zip(&readable)
+            .filter(|(_, r)| **r)
+            .map(|(e, _)| e.path.as_str());
+        cache.prune_under(&prefix, present, seen);
+        cache.flush()?;
+        tracing::debug!(
+            root = %real.display(),
+            entries = entries.len(),
+            hash_ms = started.elapsed().as_secs_f64() * 1e3,
+            "tree walk hashed"
+        );
+        Ok(entries)
     }
 
     /// Fill `sha256` of each `readable` entry, whose file is `prefix` +

@@ -79,6 +79,11 @@ pub struct HashStats {
     pub cache_hits: u64,
     /// Times the cache file was written.
     pub writes: u64,
+    /// Times the cache file was read and parsed.
+    pub loads: u64,
+    /// Directory summaries taken from the summary memo (`summaries`), each
+    /// of whose files' hashes also counts as a cache hit.
+    pub summaries_reused: u64,
 }
 
 /// The counters of the cache at `cache` (`None`: the process's memory
@@ -89,6 +94,15 @@ pub fn stats(cache: Option<&Path>) -> HashStats {
         .get(&cache.map(Path::to_path_buf))
         .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).stats)
         .unwrap_or_default()
+}
+
+/// Count a summary the memo gave for the cache at `cache`, which vouched
+/// for `files` hashes, without loading the cache.
+pub(super) fn record_summary_reused(cache: Option<&Path>, files: u64) {
+    CacheHandle::unloaded(cache).with(|c| {
+        c.stats.summaries_reused += 1;
+        c.stats.cache_hits += files;
+    });
 }
 
 type Shared = Arc<Mutex<HashCache>>;
@@ -492,6 +506,7 @@ impl HashCache {
         let Ok(bytes) = std::fs::read(&path) else {
             return;
         };
+        self.stats.loads += 1;
         let Some(mut entries) = parse_cache(&bytes, &path) else {
             return;
         };
@@ -544,22 +559,25 @@ pub(crate) struct CacheHandle(Shared);
 
 impl CacheHandle {
     pub(super) fn open(path: Option<&Path>) -> Result<Self, TreeError> {
-        let key = path.map(Path::to_path_buf);
-        let shared = {
-            let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-            registry
-                .entry(key.clone())
-                .or_insert_with(|| {
-                    Arc::new(Mutex::new(HashCache {
-                        path: key,
-                        ..HashCache::default()
-                    }))
-                })
-                .clone()
-        };
-        let handle = Self(shared);
+        let handle = Self::unloaded(path);
         handle.with(HashCache::refresh);
         Ok(handle)
+    }
+
+    /// The cache as this process has it, without reading the file.
+    fn unloaded(path: Option<&Path>) -> Self {
+        let key = path.map(Path::to_path_buf);
+        let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = registry
+            .entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(HashCache {
+                    path: key,
+                    ..HashCache::default()
+                }))
+            })
+            .clone();
+        Self(shared)
     }
 
     pub(super) fn with<R>(&self, f: impl FnOnce(&mut HashCache) -> R) -> R {

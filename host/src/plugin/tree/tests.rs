@@ -777,3 +777,159 @@ fn lookups_in_any_order_find_every_entry() {
     assert_eq!(after.files_hashed, before.files_hashed);
     assert_eq!(after.cache_hits, before.cache_hits + 10);
 }
+
+/// A named change to a tree.
+type Change<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+/// Summaries from the summary memo: an unchanged tree's summary comes back
+/// without its cache file being read; any change a stat key, a path or a
+/// link target shows, and any racy file, goes the full way; the answer is
+/// always the one the full way gives.
+#[test]
+fn an_unchanged_tree_is_summarised_without_reading_the_hash_cache() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for i in 0..30 {
+        let p = root.join(format!("s{}/f{i:02}", i % 3));
+        write(&p, format!("file {i}").as_bytes());
+        age(&p);
+    }
+    symlink("nowhere", root.join("dangling")).unwrap();
+    let cache = f.base.join("ds/.tether/cache/file-hashes.json");
+    let memo = cache.with_file_name("file-summaries.json");
+    let summarize = |listing: bool| {
+        tree(&[&root], Some(cache.clone()))
+            .summarize(&s(&root), listing)
+            .unwrap()
+    };
+    // What a fresh process has: nothing in memory.
+    let forget = || {
+        CacheHandle::open(Some(&cache))
+            .unwrap()
+            .with(|c| c.forget())
+    };
+    // The summary with every hash taken from the files, no cache involved.
+    let full = || {
+        let other = f.base.join("scratch-cache.json");
+        let _ = std::fs::remove_file(other.with_file_name("file-summaries.json"));
+        let _ = std::fs::remove_file(&other);
+        let s = tree(&[&root], Some(other.clone()))
+            .summarize(&s(&root), false)
+            .unwrap();
+        CacheHandle::open(Some(&other))
+            .unwrap()
+            .with(|c| c.forget());
+        s
+    };
+
+    let first = summarize(false);
+    assert!(memo.is_file(), "remembered");
+    assert_eq!(first, full());
+    let st = stats(Some(&cache));
+    assert_eq!((st.files_hashed, st.summaries_reused), (30, 0));
+    forget();
+    let loads = stats(Some(&cache)).loads;
+    assert_eq!(summarize(false), first);
+    let st = stats(Some(&cache));
+    assert_eq!(
+        (
+            st.files_hashed,
+            st.summaries_reused,
+            st.loads,
+            st.cache_hits
+        ),
+        (30, 1, loads, 30),
+        "nothing hashed and the cache not read; the memo vouched for 30 hashes"
+    );
+    // A listing needs every hash: never from the memo.
+    let listed = summarize(true);
+    assert!(listed.listing.is_some());
+    assert_eq!(stats(Some(&cache)).summaries_reused, 1);
+
+    // Each change is seen, and the memo then holds the new tree.
+    let one = root.join("s0/f00");
+    let changes: [Change; 4] = [
+        (
+            "same size, aged",
+            Box::new(|| {
+                write(&one, b"FILE 0");
+                age(&one);
+            }),
+        ),
+        (
+            "same size and mtime: only the ctime tells",
+            Box::new(|| {
+                let mtime = std::fs::metadata(&one).unwrap().modified().unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                write(&one, b"fILE 0");
+                let f = std::fs::File::options().write(true).open(&one).unwrap();
+                f.set_modified(mtime).unwrap();
+            }),
+        ),
+        (
+            "a file renamed",
+            Box::new(|| std::fs::rename(root.join("s1/f01"), root.join("s1/g01")).unwrap()),
+        ),
+        (
+            "a symlink retargeted",
+            Box::new(|| {
+                std::fs::remove_file(root.join("dangling")).unwrap();
+                symlink("elsewhere", root.join("dangling")).unwrap();
+            }),
+        ),
+    ];
+    let mut previous = first;
+    for (what, change) in changes {
+        change();
+        forget();
+        let before = stats(Some(&cache));
+        let got = summarize(false);
+        assert_ne!(got, previous, "{what}");
+        assert_eq!(got, full(), "{what}");
+        let after = stats(Some(&cache));
+        assert_eq!(after.summaries_reused, before.summaries_reused, "{what}");
+        assert_eq!(after.loads, before.loads + 1, "{what}: the cache read");
+        // Remembered again: the next call takes it.
+        forget();
+        assert_eq!(summarize(false), got, "{what}");
+        assert_eq!(
+            stats(Some(&cache)).summaries_reused,
+            before.summaries_reused + 1,
+            "{what}"
+        );
+        previous = got;
+    }
+
+    // A racy file: read every time, and the summary not remembered until it
+    // is old enough.
+    let fresh = root.join("s2/fresh");
+    write(&fresh, b"just now");
+    let with_fresh = summarize(false);
+    assert_eq!(with_fresh, full());
+    let before = stats(Some(&cache));
+    assert_eq!(summarize(false), with_fresh);
+    let after = stats(Some(&cache));
+    assert_eq!(after.summaries_reused, before.summaries_reused);
+    assert_eq!(after.files_hashed, before.files_hashed + 1, "re-read");
+    age(&fresh);
+    summarize(false);
+    let before = stats(Some(&cache));
+    summarize(false);
+    assert_eq!(
+        stats(Some(&cache)).summaries_reused,
+        before.summaries_reused + 1
+    );
+
+    // A memo that does not parse is ignored and replaced.
+    std::fs::write(&memo, b"{").unwrap();
+    forget();
+    let before = stats(Some(&cache));
+    let got = summarize(false);
+    assert_eq!(got, full());
+    assert_eq!(
+        stats(Some(&cache)).summaries_reused,
+        before.summaries_reused
+    );
+    let text = std::fs::read_to_string(&memo).unwrap();
+    assert!(text.contains(&got.digest), "{text}");
+}
