@@ -565,3 +565,40 @@ fn ops_lists_commits_newest_first_and_flags_an_incomplete_entry(vcs: Vcs) {
     let line = out.lines().find(|l| l.contains(&t.c2[..12])).unwrap();
     assert!(line.contains("(vcs commit gone)"), "{out}");
 }
+
+/// A reader that goes away (`tether verify --json | head -1`) ends the
+/// output quietly: no panic on stderr, and the exit code still says how the
+/// command went.
+#[test]
+fn a_closed_stdout_ends_the_output_not_the_command() {
+    let t = two_commits(Vcs::Git);
+    let closed = |args: &[&str]| {
+        let mut child = t
+            .env
+            .d
+            .command(env!("CARGO_BIN_EXE_tether"), &t.env.ds)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before the command writes anything.
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    };
+    for args in [
+        &["verify", "--all-history", "--json"][..],
+        &["log", "data"],
+        &["ops"],
+        &["status"],
+    ] {
+        let out = closed(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", describe(&out));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", describe(&out));
+    }
+    // A pin gone: verify still exits 1.
+    std::fs::remove_file(t.store.ref_path("tags", &t.pin2)).unwrap();
+    let out = closed(&["verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+}

@@ -37,13 +37,13 @@ pub async fn run(args: Args) -> Result<Exit> {
             .iter()
             .map(|c| &c[..c.len().min(12)])
             .collect();
-        println!("abandoned {}", short.join(", "));
+        outln!("abandoned {}", short.join(", "));
         match &report.gc {
             Some(gc) => super::gc::print_report(gc, false)?,
             None => {
-                print!("{}", report.plan.render());
+                out!("{}", report.plan.render());
                 if !report.plan.is_empty() {
-                    println!(
+                    outln!(
                         "(not applied; `tether gc --no-dry-run` releases these, or re-run with --gc)"
                     );
                 }

@@ -99,17 +99,17 @@ pub async fn run(args: Args) -> Result<Exit> {
         create: args.create,
     };
     let report = add::add(&repo, req).await?;
-    println!("added {} [{}]", report.key, report.kind);
+    outln!("added {} [{}]", report.key, report.kind);
     if report.created.is_some() {
-        println!(
+        outln!(
             "note: created the store (experimental): it is marked as this dataset's, and `tether gc --delete-stores` may delete it once nothing references it"
         );
     }
     if let Some(r) = &report.working_ref {
-        println!("working ref {r} (created)");
+        outln!("working ref {r} (created)");
     }
     if let Some(note) = report.note {
-        println!("note: {note}");
+        outln!("note: {note}");
     }
     Ok(Exit::Ok)
 }

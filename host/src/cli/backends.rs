@@ -29,12 +29,15 @@ pub async fn run(args: Args) -> Result<Exit> {
         return Ok(Exit::Ok);
     }
     let width = rows.iter().map(|r| r.kind.len()).max().unwrap_or(4).max(4);
-    println!(
+    outln!(
         "{:width$}  {:12}  {:11}  {:8}  CAPABILITIES",
-        "KIND", "MATURITY", "TIER", "SOURCE"
+        "KIND",
+        "MATURITY",
+        "TIER",
+        "SOURCE"
     );
     for r in &rows {
-        println!(
+        outln!(
             "{:width$}  {:12}  {:11}  {:8}  {}",
             r.kind,
             r.maturity.as_deref().unwrap_or("-"),
@@ -42,14 +45,14 @@ pub async fn run(args: Args) -> Result<Exit> {
             r.source,
             r.capabilities.join(", "),
         );
-        println!(
+        outln!(
             "{:width$}  digest {}{}",
             "",
             r.digest,
             if r.pinned { " (pinned)" } else { "" }
         );
         if let Some(note) = &r.note {
-            println!("{:width$}  note: {note}", "");
+            outln!("{:width$}  note: {note}", "");
         }
     }
     Ok(Exit::Ok)

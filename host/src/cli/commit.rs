@@ -80,25 +80,25 @@ fn print_report(r: &CommitReport, json: bool) -> Result<()> {
     // objects only when nothing else was committed.
     for (key, pin) in &r.pinned {
         if let Some(reference) = pin {
-            println!("pinned {key} -> {reference}");
+            outln!("pinned {key} -> {reference}");
         }
     }
     for (key, _) in r.pinned.iter().filter(|(_, pin)| pin.is_none()) {
         if r.unrecoverable.contains(key) {
-            println!("recorded {key} (not recoverable)");
+            outln!("recorded {key} (not recoverable)");
         } else {
-            println!("recorded {key}");
+            outln!("recorded {key}");
         }
     }
     if r.pinned.is_empty() {
         for key in &r.unchanged {
-            println!("unchanged {key}");
+            outln!("unchanged {key}");
         }
     }
     match &r.vcs_commit {
-        Some(c) => println!("committed {}", &c[..c.len().min(12)]),
-        None if r.pinned.is_empty() => println!("nothing to commit"),
-        None => println!("manifests written; no VCS commit (--no-vcs)"),
+        Some(c) => outln!("committed {}", &c[..c.len().min(12)]),
+        None if r.pinned.is_empty() => outln!("nothing to commit"),
+        None => outln!("manifests written; no VCS commit (--no-vcs)"),
     }
     Ok(())
 }

@@ -46,7 +46,7 @@ pub async fn run(args: Args) -> Result<Exit> {
 
 fn print_human(changes: &[ObjectChange]) {
     if changes.is_empty() {
-        println!("no object changed");
+        outln!("no object changed");
         return;
     }
     for c in changes {
@@ -58,23 +58,23 @@ fn print_human(changes: &[ObjectChange]) {
         if let Some(d) = &c.detail {
             line.push_str(&format!(" [{}]", d.summary));
         }
-        println!("{line}");
+        outln!("{line}");
         if let Some(d) = &c.detail {
             for e in &d.entries {
                 let entry = format!("  {} {} {}", e.change, e.path, e.detail);
-                println!("{}", entry.trim_end());
+                outln!("{}", entry.trim_end());
             }
             if d.truncated {
                 let shown = d.entries.len() as u64;
                 let total = d.added + d.removed + d.modified;
                 if total > shown {
-                    println!("  ... {} more", total - shown);
+                    outln!("  ... {} more", total - shown);
                 } else {
-                    println!("  ... (truncated)");
+                    outln!("  ... (truncated)");
                 }
             }
             if !d.note.is_empty() {
-                println!("  note: {}", d.note);
+                outln!("  note: {}", d.note);
             }
         }
         if let Some(e) = &c.detail_error {

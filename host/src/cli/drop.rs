@@ -62,7 +62,7 @@ pub async fn run(args: Args) -> Result<Exit> {
             if !args.no_dry_run || args.plan.is_some() {
                 preview_plan(&plan, args.plan.as_deref(), args.json)?;
                 if !args.json && args.plan.is_none() {
-                    println!(
+                    outln!(
                         "(not applied; `tether drop {} --no-dry-run` applies it)",
                         plan.context["bookmark"].as_str().unwrap_or_default()
                     );
@@ -77,7 +77,7 @@ pub async fn run(args: Args) -> Result<Exit> {
         print_json(&report)?;
     } else {
         if let Some(to) = &report.left_for {
-            println!("left {} for {to}", report.bookmark);
+            outln!("left {} for {to}", report.bookmark);
         }
         if !report.abandoned.is_empty() {
             let short: Vec<&str> = report
@@ -85,9 +85,9 @@ pub async fn run(args: Args) -> Result<Exit> {
                 .iter()
                 .map(|c| &c[..c.len().min(12)])
                 .collect();
-            println!("abandoned {}", short.join(", "));
+            outln!("abandoned {}", short.join(", "));
         }
-        println!("deleted bookmark {}", report.bookmark);
+        outln!("deleted bookmark {}", report.bookmark);
         if let Some(gc) = &report.gc {
             super::gc::print_report(gc, false)?;
         }

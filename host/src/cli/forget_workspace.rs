@@ -35,15 +35,15 @@ pub async fn run(args: Args) -> Result<Exit> {
         print_json(&report)?;
     } else {
         for f in &report.removed_files {
-            println!("removed {f}");
+            outln!("removed {f}");
         }
         if let Some(v) = &report.vcs {
-            println!("{v}");
+            outln!("{v}");
         }
         for (target, e) in &report.failed {
             eprintln!("FAILED {target}: {e}");
         }
-        println!("forgot workspace {}", report.workspace);
+        outln!("forgot workspace {}", report.workspace);
     }
     Ok(if report.failed.is_empty() {
         Exit::Ok

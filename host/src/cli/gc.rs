@@ -73,7 +73,7 @@ pub async fn run(args: Args) -> Result<Exit> {
             if !args.no_dry_run || args.plan.is_some() {
                 preview_plan(&plan, args.plan.as_deref(), args.json)?;
                 if !args.json && args.plan.is_none() && !plan.is_empty() {
-                    println!("(not applied; `tether gc --no-dry-run` applies it)");
+                    outln!("(not applied; `tether gc --no-dry-run` applies it)");
                 }
                 return Ok(Exit::Ok);
             }
@@ -98,48 +98,48 @@ pub fn print_report(r: &GcReport, json: bool) -> Result<()> {
     }
     let unpinned: usize = r.unpinned.values().map(Vec::len).sum();
     if unpinned > 0 {
-        println!("unpinned {unpinned} pin(s)");
+        outln!("unpinned {unpinned} pin(s)");
         for (kind, ids) in &r.unpinned {
             for id in ids {
-                println!("  {kind}: {id}");
+                outln!("  {kind}: {id}");
             }
         }
     }
     for (key, refs) in &r.deleted_working_refs {
         for reference in refs {
-            println!("deleted branch {reference} ({key})");
+            outln!("deleted branch {reference} ({key})");
         }
     }
     for (key, refs) in &r.kept_working_refs {
         for reference in refs {
-            println!("kept branch {reference} ({key})");
+            outln!("kept branch {reference} ({key})");
         }
     }
     for (kind, ids) in &r.kept_pins {
         for id in ids {
-            println!("kept pin {kind}: {id} (not created by this clone)");
+            outln!("kept pin {kind}: {id} (not created by this clone)");
         }
     }
     for (key, refs) in &r.forgotten_working_refs {
-        println!("forgot {key}'s working ref {}", refs.join(", "));
+        outln!("forgot {key}'s working ref {}", refs.join(", "));
     }
     for (key, what) in &r.deleted_stores {
-        println!("deleted store {key} ({what})");
+        outln!("deleted store {key} ({what})");
     }
     for (key, why) in &r.kept_stores {
-        println!("kept store {key}: {why}");
+        outln!("kept store {key}: {why}");
     }
     for key in &r.forgotten_stores {
-        println!("forgot store {key} (no owner marker)");
+        outln!("forgot store {key} (no owner marker)");
     }
     if !r.deleted_listings.is_empty() {
-        println!("deleted {} orphan listing(s)", r.deleted_listings.len());
+        outln!("deleted {} orphan listing(s)", r.deleted_listings.len());
     }
     for (target, e) in &r.failed {
         eprintln!("FAILED {target}: {e}");
     }
     if !r.applied_anything() && r.failed.is_empty() {
-        println!("nothing to release");
+        outln!("nothing to release");
     }
     Ok(())
 }

@@ -25,9 +25,10 @@ pub fn run(args: Args) -> Result<Exit> {
     if args.json {
         print_json(&report)?;
     } else {
-        println!(
+        outln!(
             "initialized dataset {} in {}",
-            report.dataset_id, report.root
+            report.dataset_id,
+            report.root
         );
     }
     Ok(Exit::Ok)

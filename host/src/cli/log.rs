@@ -75,7 +75,7 @@ pub async fn run(args: Args) -> Result<Exit> {
         if !e.refs.is_empty() {
             line.push_str(&format!("  ({})", e.refs.join(", ")));
         }
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(Exit::Ok)
 }

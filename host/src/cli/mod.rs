@@ -1,6 +1,24 @@
 //! The command line: parse, call the engine, print. One file per command;
 //! `output` holds what every command shares (JSON vs text, errors, exit codes).
 
+/// `print!`, through [`output::write_out`]: a closed stdout ends the output,
+/// not the command.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `println!`, through [`output::write_out`].
+macro_rules! outln {
+    () => {
+        $crate::cli::output::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod abandon;
 mod add;
 mod backends;
@@ -183,7 +201,7 @@ pub fn main() -> ExitCode {
         }
     });
     match result {
-        Ok(exit) => exit.into(),
+        Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e)),
         Err(e) => output::fail(&e),
     }
 }

@@ -85,15 +85,15 @@ fn print_report(r: &NewReport, json: bool) -> Result<()> {
     }
     let Some(bookmark) = &r.bookmark else {
         match &r.parked {
-            Some(branch) => println!("on no bookmark: read-only (checked out on {branch})"),
-            None => println!("on no bookmark: read-only"),
+            Some(branch) => outln!("on no bookmark: read-only (checked out on {branch})"),
+            None => outln!("on no bookmark: read-only"),
         }
         return Ok(());
     };
     if r.trunk {
-        println!("on trunk bookmark {bookmark}; every object works on its upstream branch");
+        outln!("on trunk bookmark {bookmark}; every object works on its upstream branch");
         for (key, branch) in &r.working_refs {
-            println!("  {key} -> {branch}");
+            outln!("  {key} -> {branch}");
         }
         return Ok(());
     }
@@ -117,11 +117,11 @@ fn print_report(r: &NewReport, json: bool) -> Result<()> {
         lines.push(format!("  {key} -> {name} ({note})"));
     }
     if lines.is_empty() {
-        println!("on bookmark {bookmark}; no Forkable object to fork");
+        outln!("on bookmark {bookmark}; no Forkable object to fork");
     } else {
-        println!("on bookmark {bookmark}; working refs set up");
+        outln!("on bookmark {bookmark}; working refs set up");
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
     }
     for (key, error) in &r.failed {

@@ -49,7 +49,7 @@ pub async fn run(args: Args) -> Result<Exit> {
     if args.json {
         print_json(&opened)?;
     } else {
-        println!("{}", opened.address);
+        outln!("{}", opened.address);
     }
     Ok(Exit::Ok)
 }

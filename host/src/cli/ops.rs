@@ -23,7 +23,7 @@ pub async fn run(args: Args) -> Result<Exit> {
         return Ok(Exit::Ok);
     }
     if entries.is_empty() {
-        println!("no operations in this checkout's log");
+        outln!("no operations in this checkout's log");
     }
     for e in &entries {
         let mut parts = vec![e.id.clone(), e.at.clone(), e.command.clone()];
@@ -32,7 +32,7 @@ pub async fn run(args: Args) -> Result<Exit> {
             parts.push(what);
         }
         parts.extend(e.flags());
-        println!("{}", parts.join("  "));
+        outln!("{}", parts.join("  "));
     }
     Ok(Exit::Ok)
 }

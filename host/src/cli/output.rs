@@ -2,6 +2,8 @@
 //! and the spec's exit codes.
 
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -26,9 +28,42 @@ impl From<Exit> for ExitCode {
     }
 }
 
+/// Set once stdout fails: later output is dropped.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+/// The first failure to write stdout other than a closed pipe.
+static STDOUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Write to stdout (the `out!` and `outln!` macros). A reader that went away
+/// (`tether log KEY | head`) ends the output quietly, not the command: the
+/// work is done, and the exit code still says how it went. Any other failure
+/// (a full disk) is reported once the command is over, by [`unwritten`].
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let mut first = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+/// Why the command's output could not be written, when it could not (a
+/// closed pipe is not a failure).
+pub fn unwritten() -> Option<anyhow::Error> {
+    let error = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+    error
+        .as_ref()
+        .map(|e| anyhow::anyhow!("cannot write the output to stdout: {e}"))
+}
+
 /// Print `value` as pretty JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -68,12 +103,12 @@ pub fn preview_plan(
         plan.save(path)?;
     }
     if json {
-        println!("{}", plan.to_json_pretty());
+        outln!("{}", plan.to_json_pretty());
         return Ok(());
     }
-    print!("{}", plan.render());
+    out!("{}", plan.render());
     if let Some(path) = save {
-        println!(
+        outln!(
             "plan saved to {}; apply it with `tether {} --from-plan {}`",
             path.display(),
             plan.command,

@@ -66,15 +66,15 @@ pub async fn run(args: Args) -> Result<Exit> {
             replace,
         } => {
             let a = plugin_cmd::add(&repo, &path, kind.as_deref(), replace).await?;
-            println!("added plugin {} {} ({})", a.kind, a.digest, a.stored);
+            outln!("added plugin {} {} ({})", a.kind, a.digest, a.stored);
             if let Some(old) = &a.replaced {
-                println!("replaced {old}");
+                outln!("replaced {old}");
             }
-            println!("pinned in tether.toml and trusted in this checkout; commit both files");
+            outln!("pinned in tether.toml and trusted in this checkout; commit both files");
         }
         Command::Trust { digest } => {
             let changed = plugin_cmd::trust(&repo, &digest, true)?;
-            println!(
+            outln!(
                 "{} {digest}",
                 if changed {
                     "trusted"
@@ -85,7 +85,7 @@ pub async fn run(args: Args) -> Result<Exit> {
         }
         Command::Untrust { digest } => {
             let changed = plugin_cmd::trust(&repo, &digest, false)?;
-            println!(
+            outln!(
                 "{} {digest}",
                 if changed {
                     "untrusted"
@@ -96,7 +96,7 @@ pub async fn run(args: Args) -> Result<Exit> {
         }
         Command::Pin { kinds, vendor } => {
             for p in plugin_cmd::pin(&repo, &kinds, vendor).await? {
-                println!(
+                outln!(
                     "pinned {} {} ({}{})",
                     p.kind,
                     p.digest,
@@ -110,10 +110,10 @@ pub async fn run(args: Args) -> Result<Exit> {
             if json {
                 print_json(&rows)?;
             } else if rows.is_empty() {
-                println!("no plugins pinned and no objects");
+                outln!("no plugins pinned and no objects");
             } else {
                 for r in &rows {
-                    println!(
+                    outln!(
                         "{}  {}  {}{}",
                         r.kind,
                         r.digest.as_deref().unwrap_or("(not pinned)"),
@@ -121,7 +121,7 @@ pub async fn run(args: Args) -> Result<Exit> {
                         if r.trusted { "" } else { "  (not trusted)" }
                     );
                     if let Some(p) = &r.problem {
-                        println!("    {p}");
+                        outln!("    {p}");
                     }
                 }
             }
@@ -134,17 +134,17 @@ pub async fn run(args: Args) -> Result<Exit> {
             } else {
                 for r in &rows {
                     match &r.problem {
-                        None => println!(
+                        None => outln!(
                             "ok      {} {} ({})",
                             r.kind,
                             r.digest,
                             r.source.as_deref().unwrap_or("-")
                         ),
-                        Some(p) => println!("FAILED  {} {}: {p}", r.kind, r.digest),
+                        Some(p) => outln!("FAILED  {} {}: {p}", r.kind, r.digest),
                     }
                 }
                 if rows.is_empty() {
-                    println!("no plugins pinned");
+                    outln!("no plugins pinned");
                 }
             }
             if failed > 0 {
@@ -154,9 +154,9 @@ pub async fn run(args: Args) -> Result<Exit> {
         }
         Command::Remove { kind } => {
             let r = plugin_cmd::remove(&repo, &kind)?;
-            println!("removed pin {} {}", r.kind, r.digest);
+            outln!("removed pin {} {}", r.kind, r.digest);
             if let Some(f) = &r.deleted {
-                println!("deleted {f}");
+                outln!("deleted {f}");
             }
         }
     }

@@ -67,42 +67,42 @@ fn print_report(r: &PromoteReport, json: bool) -> Result<()> {
         return print_json(r);
     }
     for (k, s) in &r.fast_forwarded {
-        println!(
+        outln!(
             "fast-forwarded {k} -> {}",
             brief(s.as_object().unwrap_or(&Default::default()))
         );
     }
     for (k, s) in &r.merged {
-        println!(
+        outln!(
             "merged {k} -> {}",
             brief(s.as_object().unwrap_or(&Default::default()))
         );
     }
     for k in &r.skipped {
-        println!("skipped {k}");
+        outln!("skipped {k}");
     }
     for (k, why) in &r.held {
-        println!("held {k}: {why}");
+        outln!("held {k}: {why}");
     }
     for (k, why) in &r.refused {
-        println!("refused {k}: {why}");
+        outln!("refused {k}: {why}");
     }
     for (k, units) in &r.conflicts {
-        println!("conflict {k}: {}", units.join(", "));
+        outln!("conflict {k}: {}", units.join(", "));
     }
     for (k, why) in &r.kept_forks {
-        println!("kept {k}: {why}");
+        outln!("kept {k}: {why}");
     }
     for (k, e) in &r.failed {
         eprintln!("FAILED {k}: {e}");
     }
     match (&r.trunk_moved, &r.trunk_held) {
-        (Some(c), _) => println!("moved the trunk bookmark to {}", &c[..c.len().min(12)]),
-        (None, Some(why)) => println!("the trunk bookmark stays: {why}"),
+        (Some(c), _) => outln!("moved the trunk bookmark to {}", &c[..c.len().min(12)]),
+        (None, Some(why)) => outln!("the trunk bookmark stays: {why}"),
         (None, None) => {}
     }
     if !r.landed() {
-        println!("nothing moved");
+        outln!("nothing moved");
     }
     Ok(())
 }

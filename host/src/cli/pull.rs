@@ -43,16 +43,16 @@ pub async fn run(args: Args) -> Result<Exit> {
 fn print_human(r: &PullReport) {
     for (key, moved) in &r.committed {
         let (from, to) = brief_change(&moved.from, &moved.to);
-        println!("pulled {key} {from} -> {to}");
+        outln!("pulled {key} {from} -> {to}");
     }
     for key in &r.unchanged {
-        println!("up to date {key}");
+        outln!("up to date {key}");
     }
     for (key, why) in &r.skipped {
-        println!("skipped {key}: {why}");
+        outln!("skipped {key}: {why}");
     }
     match &r.vcs_commit {
-        Some(c) => println!("committed {} on {}", &c[..c.len().min(12)], r.bookmark),
-        None => println!("nothing moved; nothing committed on {}", r.bookmark),
+        Some(c) => outln!("committed {} on {}", &c[..c.len().min(12)], r.bookmark),
+        None => outln!("nothing moved; nothing committed on {}", r.bookmark),
     }
 }

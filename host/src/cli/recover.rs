@@ -32,7 +32,7 @@ pub async fn run(args: Args) -> Result<Exit> {
 }
 
 fn print_human(r: &RecoverReport) {
-    println!("dataset id {} (tether.toml)", r.dataset_id);
+    outln!("dataset id {} (tether.toml)", r.dataset_id);
     for o in &r.objects {
         if let Some(e) = &o.error {
             eprintln!(
@@ -42,7 +42,7 @@ fn print_human(r: &RecoverReport) {
             continue;
         }
         if !o.holds_refs {
-            println!("{} [{}]: no refs of tether's", o.key, o.kind);
+            outln!("{} [{}]: no refs of tether's", o.key, o.kind);
         }
         for d in &o.datasets {
             let mine = if d.current { " (this dataset)" } else { "" };
@@ -65,7 +65,7 @@ fn print_human(r: &RecoverReport) {
                     l.branches.len()
                 ));
             }
-            println!(
+            outln!(
                 "{} [{}] {}{mine}: {}",
                 o.key,
                 o.kind,
@@ -74,29 +74,29 @@ fn print_human(r: &RecoverReport) {
             );
         }
         if let Some(p) = &o.missing_pin {
-            println!(
+            outln!(
                 "{}: its manifest names pin {p}, which the store lacks",
                 o.key
             );
         }
         for u in &o.unrecognized {
-            println!(
+            outln!(
                 "{}: {u} looks like tether's but carries no readable dataset id",
                 o.key
             );
         }
     }
     if r.any_error() {
-        println!(
+        outln!(
             "no steps: fix access to the stores above, or leave them out with `tether recover KEY...`"
         );
         return;
     }
-    println!("next steps:");
+    outln!("next steps:");
     for (i, s) in r.steps.iter().enumerate() {
         match &s.command {
-            Some(c) => println!("{}. {c}\n   # {}", i + 1, s.note),
-            None => println!("{}. # {}", i + 1, s.note),
+            Some(c) => outln!("{}. {c}\n   # {}", i + 1, s.note),
+            None => outln!("{}. # {}", i + 1, s.note),
         }
     }
 }

@@ -14,6 +14,6 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Exit> {
     let repo = Repo::find(&std::env::current_dir()?)?;
     remove::remove(&repo, &args.key)?;
-    println!("removed {}", args.key);
+    outln!("removed {}", args.key);
     Ok(Exit::Ok)
 }

@@ -47,14 +47,14 @@ pub async fn run(args: Args) -> Result<Exit> {
             plan.save(path)?;
         }
         if args.json {
-            println!("{}", plan.to_json_pretty());
+            outln!("{}", plan.to_json_pretty());
         } else {
-            print!("{}", plan.render());
+            out!("{}", plan.render());
             for (target, why) in repair::unrepairable(&plan) {
-                println!("  cannot rebuild {target}: {why}");
+                outln!("  cannot rebuild {target}: {why}");
             }
             if let Some(path) = &args.plan {
-                println!(
+                outln!(
                     "plan saved to {}; apply it with `tether repair --from-plan {}`",
                     path.display(),
                     path.display()
@@ -74,19 +74,19 @@ fn print_report(r: &RepairReport, json: bool) -> Result<Exit> {
         print_json(r)?;
     } else {
         for (label, reference) in &r.repinned_refs {
-            println!("repinned {label} -> {reference}");
+            outln!("repinned {label} -> {reference}");
         }
         for (key, reference) in &r.reforked {
-            println!("reforked {key} -> {reference}");
+            outln!("reforked {key} -> {reference}");
         }
         for (target, why) in &r.failed {
-            println!("FAILED {target}: {why}");
+            outln!("FAILED {target}: {why}");
         }
         for note in &r.notes {
-            println!("{note}");
+            outln!("{note}");
         }
         if r.repinned.is_empty() && r.reforked.is_empty() && r.failed.is_empty() {
-            println!("nothing to repair");
+            outln!("nothing to repair");
         }
     }
     Ok(if r.partial() { Exit::Partial } else { Exit::Ok })

@@ -63,7 +63,7 @@ fn print_report(r: &RestoreReport, json: bool) -> Result<()> {
             .and_then(|s| s.as_object())
             .map(brief)
             .unwrap_or_default();
-        println!("restored {k} -> {branch} at {state}");
+        outln!("restored {k} -> {branch} at {state}");
     }
     Ok(())
 }

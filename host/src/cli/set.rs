@@ -49,11 +49,11 @@ pub fn run(args: Args) -> Result<Exit> {
     }
     for (key, fields) in &report.changed {
         for (field, change) in fields {
-            println!("set {key} {field}: {} -> {}", change.from, change.to);
+            outln!("set {key} {field}: {} -> {}", change.from, change.to);
         }
     }
     for key in &report.unchanged {
-        println!("unchanged {key}");
+        outln!("unchanged {key}");
     }
     Ok(Exit::Ok)
 }

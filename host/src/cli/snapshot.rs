@@ -41,7 +41,7 @@ pub async fn run(args: Args) -> Result<Exit> {
     }
     for (k, r) in &states {
         match r {
-            Ok(s) if !args.json => println!("{k} {}", crate::engine::commit::brief(s)),
+            Ok(s) if !args.json => outln!("{k} {}", crate::engine::commit::brief(s)),
             Ok(_) => {}
             Err(e) => eprintln!("error: {k}: {e}"),
         }

@@ -53,20 +53,20 @@ fn print_human(r: &StatusReport) {
         (Some(b), false) => header.push_str(&format!("; on bookmark {b}")),
         (None, _) => header.push_str("; on no bookmark: read-only"),
     }
-    println!("{header}");
+    outln!("{header}");
     if !r.fresh
         && let Some(at) = &r.snapshot_at
     {
-        println!(
+        outln!(
             "snapshot from {at} ({}); `tether status --snapshot` refreshes",
             super::output::age(at)
         );
     }
     for w in &r.bookmark_drift {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
     for d in &r.vcs_drift {
-        println!("warning: {}", vcs_drift_line(d));
+        outln!("warning: {}", vcs_drift_line(d));
     }
     for o in &r.objects {
         let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
@@ -79,7 +79,7 @@ fn print_human(r: &StatusReport) {
         if let Some(v) = &o.verify {
             line.push_str(&format!(" verify={v}"));
         }
-        println!("{line}");
+        outln!("{line}");
         if let Some(e) = &o.error {
             eprintln!("error: {}: {e}", o.key);
         }

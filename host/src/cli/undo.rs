@@ -43,9 +43,9 @@ pub async fn run(args: Args) -> Result<Exit> {
 /// prints them.
 fn print_report(r: &UndoReport) {
     if r.what.is_empty() {
-        println!("undid {} ({})", r.undone, r.command);
+        outln!("undid {} ({})", r.undone, r.command);
     } else {
-        println!("undid {} ({}: {})", r.undone, r.command, r.what);
+        outln!("undid {} ({}: {})", r.undone, r.command, r.what);
     }
     let groups = [
         ("restored", &r.restored),
@@ -55,7 +55,7 @@ fn print_report(r: &UndoReport) {
     ];
     for (label, items) in groups {
         for item in items {
-            println!("  {label:<10} {item}");
+            outln!("  {label:<10} {item}");
         }
     }
 }

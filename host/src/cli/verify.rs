@@ -58,7 +58,7 @@ fn status_word(s: VerifyStatus) -> &'static str {
 
 fn print_human(r: &VerifyResult) {
     if r.reports.is_empty() {
-        println!("nothing to verify: no committed pin or recoverable state selected");
+        outln!("nothing to verify: no committed pin or recoverable state selected");
         return;
     }
     // One write for the report: `--all-history` has a line per pin and commit.
@@ -73,5 +73,5 @@ fn print_human(r: &VerifyResult) {
             out.push_str(&format!("{word} {label}: {}\n", report.message));
         }
     }
-    print!("{out}");
+    out!("{out}");
 }
