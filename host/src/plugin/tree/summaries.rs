@@ -44,7 +44,7 @@ const FILE_NAME: &str = "file-summaries.json";
 const VERSION: u32 = 1;
 
 /// Roots kept; the least recently stored go first.
-pub(super) const MAX_ROOTS: usize = 256;
+const MAX_ROOTS: usize = 256;
 
 /// One root's remembered summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,8 +108,8 @@ impl Memo {
     }
 
     /// Remember `summary` as `root`'s for walk digest `walk`, made from
-    /// `hashed` files' hashes. A failure to
-    /// write costs the next run the full path, nothing more.
+    /// `hashed` files' hashes. A failure to write costs the next run the full
+    /// path, nothing more.
     pub(super) fn remember(
         &self,
         root: &str,
@@ -136,7 +136,14 @@ impl Memo {
         };
         let _guard = FILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let mut memo = read(file).unwrap_or_default();
-        if memo.roots.get(root) == Some(&entry) {
+        // The same answer already there: no write (`at` aside).
+        let same = |r: &Remembered| {
+            Remembered {
+                at: r.at,
+                ..entry.clone()
+            } == *r
+        };
+        if memo.roots.get(root).is_some_and(same) {
             return;
         }
         memo.version = VERSION;
