@@ -519,28 +519,62 @@ fn describe(abs: &Path, path: String, lmd: &Metadata) -> Result<Option<Entry>, T
 /// are then stitched together depth-first in key order.
 #[cfg(unix)]
 fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
+    Ok(walk_tree(root, None)?.0)
+}
+
+/// [`walk_all`]; with `digest` (the racy threshold), also what it saw for
+/// the summary memo.
+#[cfg(unix)]
+fn walk_tree(root: &Path, digest: Option<i64>) -> Result<(Vec<Entry>, Option<Seen>), TreeError> {
     use std::collections::HashMap;
 
     let mut listed: HashMap<String, Vec<Entry>> = HashMap::new();
+    let mut parts: Vec<(String, [u8; 32])> = Vec::new();
+    let mut racy = false;
     let mut level: Vec<String> = vec![String::new()];
     while !level.is_empty() {
-        let results = parallel_map(&level, |rel| list_dir(root, rel));
+        let results = parallel_map(&level, |rel| list_dir(root, rel, digest));
         let mut next = Vec::new();
-        for (rel, children) in level.into_iter().zip(results) {
-            let children = children?;
+        for (rel, listed_dir) in level.into_iter().zip(results) {
+            let (children, part, r) = listed_dir?;
+            racy |= r;
             next.extend(
                 children
                     .iter()
                     .filter(|e| e.kind == EntryKind::Dir)
                     .map(|e| e.path.clone()),
             );
+            if let Some(part) = part {
+                parts.push((rel.clone(), part));
+            }
             listed.insert(rel, children);
         }
         level = next;
     }
     let mut out = Vec::with_capacity(listed.values().map(Vec::len).sum());
     stitch(&mut listed, String::new(), &mut out);
-    Ok(out)
+    let seen = digest.map(|_| Seen {
+        walk: summaries::combine(parts),
+        racy,
+    });
+    Ok((out, seen))
+}
+
+/// [`walk_all`], with the walk digest of what it saw (the summary memo's
+/// key) and whether any file it would hash changed after `racy_after`; each
+/// directory's part is hashed by the thread that lists it.
+fn walk_digested(root: &Path, racy_after: i64) -> Result<(Vec<Entry>, Seen), TreeError> {
+    let (entries, seen) = walk_tree(root, Some(racy_after))?;
+    Ok((entries, seen.unwrap_or_default()))
+}
+
+/// What a digested walk saw, for the summary memo.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The walk digest, lowercase hex.
+    walk: String,
+    /// Whether any file it would hash is racy.
+    racy: bool,
 }
 
 /// Append the listing of `rel`, each directory followed by its own contents.
@@ -606,10 +640,24 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
     results.into_iter().flatten().collect()
 }
 
-/// The direct children of the directory `rel` under `root`, sorted by key.
+/// One child of a directory, as [`scan_dir`] reads it.
 #[cfg(unix)]
-fn list_dir(root: &Path, rel: &str) -> Result<Vec<Entry>, TreeError> {
-    use rustix::fs::{AtFlags, Mode, OFlags};
+struct Child<'a> {
+    name: &'a str,
+    kind: EntryKind,
+    /// A file's size and stat key, or a symlink's target's when that is a
+    /// regular file (`followed`); else size 0 and the entry's own stat key.
+    size: u64,
+    key: (i64, i64, u64),
+    link_target: Option<String>,
+    followed: bool,
+}
+
+/// Each child of the directory `rel` under `root` (module docs: what the
+/// walk skips, symlinks), in directory order.
+#[cfg(unix)]
+fn scan_dir(root: &Path, rel: &str, mut each: impl FnMut(Child<'_>)) -> Result<(), TreeError> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
     let abs = if rel.is_empty() {
         root.to_path_buf()
@@ -623,41 +671,42 @@ fn list_dir(root: &Path, rel: &str) -> Result<Vec<Entry>, TreeError> {
         Mode::empty(),
     )
     .map_err(cannot_read)?;
-    let mut names: Vec<String> = Vec::new();
+    // The names first, in one buffer: the directory stream is read to its
+    // end before anything is stat'ed.
+    let mut names = String::new();
+    let mut ends: Vec<usize> = Vec::new();
     for item in rustix::fs::Dir::read_from(&fd).map_err(cannot_read)? {
         let item = item.map_err(cannot_read)?;
         let raw = item.file_name().to_bytes();
         if raw == b"." || raw == b".." {
             continue;
         }
-        let name = String::from_utf8(raw.to_vec()).map_err(|e| {
-            let raw = std::ffi::OsStr::from_bytes(e.as_bytes());
+        let name = std::str::from_utf8(raw).map_err(|_| {
+            let raw = std::ffi::OsStr::from_bytes(raw);
             TreeError::Invalid(format!("{}: the name {raw:?} is not UTF-8", abs.display()))
         })?;
         if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
             continue;
         }
-        names.push(name);
+        names.push_str(name);
+        ends.push(names.len());
     }
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let child_abs = || abs.join(&name);
-        let st = match rustix::fs::statat(&fd, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+    let mut start = 0;
+    for end in ends {
+        let name = &names[start..end];
+        start = end;
+        let child_abs = || abs.join(name);
+        let st = match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => st,
             // Deleted since the listing: it is simply not there any more.
             Err(rustix::io::Errno::NOENT) => continue,
             Err(e) => return Err(io_error("cannot stat", &child_abs(), &e.into())),
         };
-        let path = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        let (kind, md, link_target) = match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-            rustix::fs::FileType::RegularFile => (EntryKind::File, Some(st), None),
-            rustix::fs::FileType::Directory => (EntryKind::Dir, None, None),
-            rustix::fs::FileType::Symlink => {
-                let target = match rustix::fs::readlinkat(&fd, name.as_str(), Vec::new()) {
+        let (kind, md, link_target) = match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => (EntryKind::File, Some(st), None),
+            FileType::Directory => (EntryKind::Dir, None, None),
+            FileType::Symlink => {
+                let target = match rustix::fs::readlinkat(&fd, name, Vec::new()) {
                     Ok(t) => t,
                     Err(rustix::io::Errno::NOENT) => continue,
                     Err(e) => return Err(io_error("cannot read link", &child_abs(), &e.into())),
@@ -669,39 +718,83 @@ fn list_dir(root: &Path, rel: &str) -> Result<Vec<Entry>, TreeError> {
                     ))
                 })?;
                 // Read through to a regular file; anything else is recorded by target.
-                let followed = rustix::fs::statat(&fd, name.as_str(), AtFlags::empty())
+                let followed = rustix::fs::statat(&fd, name, AtFlags::empty())
                     .ok()
-                    .filter(|t| {
-                        rustix::fs::FileType::from_raw_mode(t.st_mode)
-                            == rustix::fs::FileType::RegularFile
-                    });
+                    .filter(|t| FileType::from_raw_mode(t.st_mode) == FileType::RegularFile);
                 (EntryKind::Symlink, followed, Some(target))
             }
             // FIFOs, sockets, devices: never reported.
             _ => continue,
         };
+        let followed = kind == EntryKind::Symlink && md.is_some();
         let (size, key) = match md {
             Some(md) => (stat_size(&md), stat_times(&md)),
             None => (0, stat_times(&st)),
         };
-        let (mtime_ns, ctime_ns, inode) = key;
-        out.push(Entry {
-            path,
+        each(Child {
+            name,
             kind,
             size,
+            key,
+            link_target,
+            followed,
+        });
+    }
+    Ok(())
+}
+
+/// `rel/name`, or `name` at the root.
+fn child_path(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_owned()
+    } else {
+        let mut path = String::with_capacity(rel.len() + 1 + name.len());
+        path.push_str(rel);
+        path.push('/');
+        path.push_str(name);
+        path
+    }
+}
+
+/// The direct children of the directory `rel` under `root`, sorted by key;
+/// with `digest` (files changed after it are racy), also this directory's
+/// part of the walk digest ([`summaries::DirRecords`]) and whether any file
+/// it would hash is racy.
+#[cfg(unix)]
+fn list_dir(root: &Path, rel: &str, digest: Option<i64>) -> Result<Listed, TreeError> {
+    let mut out = Vec::new();
+    let mut records = summaries::DirRecords::default();
+    let mut racy = false;
+    scan_dir(root, rel, |c| {
+        let (mtime_ns, ctime_ns, inode) = c.key;
+        if let Some(racy_after) = digest
+            && c.kind != EntryKind::Dir
+        {
+            racy |= (c.kind == EntryKind::File || c.followed) && mtime_ns > racy_after;
+            records.push(c.name, c.kind, c.size, c.key, c.link_target.as_deref());
+        }
+        out.push(Entry {
+            path: child_path(rel, c.name),
+            kind: c.kind,
+            size: c.size,
             mtime_ns,
             ctime_ns,
             inode,
-            link_target,
+            link_target: c.link_target,
             sha256: None,
         });
-    }
+    })?;
     // Siblings sort by name, a directory's as `name/` (module docs, Order).
     // Siblings share `rel/`, so their names start at one offset.
     let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
     out.sort_unstable_by(|a, b| sibling_order(a, b, skip));
-    Ok(out)
+    Ok((out, digest.and_then(|_| records.finish()), racy))
 }
+
+/// One directory's entries, its part of the walk digest, and whether it
+/// holds a racy file.
+#[cfg(unix)]
+type Listed = (Vec<Entry>, Option<[u8; 32]>, bool);
 
 #[cfg(unix)]
 use std::os::unix::ffi::OsStrExt as _;
@@ -725,6 +818,18 @@ fn stat_times(st: &rustix::fs::Stat) -> (i64, i64, u64) {
 }
 
 /// Every entry under `root` (a real directory), in key order.
+#[cfg(not(unix))]
+fn walk_tree(root: &Path, digest: Option<i64>) -> Result<(Vec<Entry>, Option<Seen>), TreeError> {
+    let entries = walk_all(root)?;
+    let seen = digest.map(|racy_after| Seen {
+        walk: summaries::digest_of_entries(&entries),
+        racy: entries
+            .iter()
+            .any(|e| e.mtime_ns > racy_after && readable(root, e)),
+    });
+    Ok((entries, seen))
+}
+
 #[cfg(not(unix))]
 fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
     let mut out = Vec::new();
@@ -915,15 +1020,13 @@ impl Tree {
         // Taken before the walk: against an earlier `now` a file is racy
         // sooner, never later.
         let now = cache::now_ns();
-        let (entries, walk) = match memo.recall(key) {
+        let racy_after = now.saturating_sub(cache::RACY_NS);
+        let (entries, seen) = match memo.recall(key) {
             // Something is remembered, so the walk probably matches: the
             // hash cache is loaded only when it does not.
             Some(recalled) => {
-                let entries = walk_all(&real)?;
-                let walk = summaries::walk_digest(&entries);
-                if walk == recalled.walk
-                    && !summaries::any_racy(&entries, now, |e| readable(&real, e))
-                {
+                let (entries, seen) = walk_digested(&real, racy_after)?;
+                if seen.walk == recalled.walk && !seen.racy {
                     cache::record_summary_reused(self.inner.cache.as_deref(), recalled.hashed);
                     // 100,000 entries take milliseconds to free, and nothing
                     // needs to wait for that (they are freed here when no
@@ -934,19 +1037,15 @@ impl Tree {
                     return Ok(recalled.summary);
                 }
                 let cache = self.cache()?;
-                (self.hash_walked(&root, &real, entries, &cache)?, walk)
+                (self.hash_walked(&root, &real, entries, &cache)?, seen)
             }
-            None => {
-                let entries = self.hashed_walk(&root, &real)?;
-                let walk = summaries::walk_digest(&entries);
-                (entries, walk)
-            }
+            None => self.hashed_walk(&root, &real, Some(racy_after))?,
         };
-        let racy = summaries::any_racy(&entries, now, |e| e.sha256.is_some());
+        let racy = seen.racy || summaries::any_racy(&entries, now, |e| e.sha256.is_some());
         let hashed = entries.iter().filter(|e| e.sha256.is_some()).count() as u64;
         let summary = Summary::of(entries, false)?;
         if !racy {
-            memo.remember(key, walk, hashed, &summary, now);
+            memo.remember(key, seen.walk, hashed, &summary, now);
         }
         Ok(summary)
     }
@@ -962,7 +1061,7 @@ impl Tree {
     fn walk_session(&self, root: &Path, hash: bool) -> Result<WalkSession, TreeError> {
         let real = real_dir(root)?;
         let entries = if hash {
-            self.hashed_walk(root, &real)?
+            self.hashed_walk(root, &real, None)?.0
         } else {
             walk_all(&real)?
         };
@@ -973,20 +1072,29 @@ impl Tree {
         })
     }
 
-    /// The walk of `real` (the resolved `root`) with every file's sha256.
-    fn hashed_walk(&self, root: &Path, real: &Path) -> Result<Vec<Entry>, TreeError> {
+    /// The walk of `real` (the resolved `root`) with every file's sha256,
+    /// digested (for the summary memo) when `racy_after` is given.
+    fn hashed_walk(
+        &self,
+        root: &Path,
+        real: &Path,
+        racy_after: Option<i64>,
+    ) -> Result<(Vec<Entry>, Seen), TreeError> {
         // The hash cache is read and parsed while the tree is walked: the
         // walk waits on the kernel, the parse on one core.
         let (walk, cache) = std::thread::scope(|scope| {
             let cache = scope.spawn(|| self.cache());
-            let walk = walk_all(real);
+            let walk = walk_tree(real, racy_after);
             let cache = cache
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (walk, cache)
         });
-        let (entries, cache) = (walk?, cache?);
-        self.hash_walked(root, real, entries, &cache)
+        let ((entries, seen), cache) = (walk?, cache?);
+        Ok((
+            self.hash_walked(root, real, entries, &cache)?,
+            seen.unwrap_or_default(),
+        ))
     }
 
     /// Fill the sha256 of the files of `entries` (a walk of `real`) through

@@ -10,10 +10,12 @@
 //! `status --snapshot` of an unchanged 100,000-file tree is one walk, without
 //! loading, looking up or re-summarising 100,000 cache entries.
 //!
-//! The walk digest is sha256 over each file and symlink in walk order: its
-//! path, kind, size, `(mtime_ns, ctime_ns, inode)` and link target.
-//! Directories are left out: they are not part of a summary, and one's mtime
-//! moves whenever a temporary file comes and goes inside it. A summary is
+//! The walk digest covers each file and symlink: its path, kind, size,
+//! `(mtime_ns, ctime_ns, inode)` and link target. Each directory's part is
+//! hashed by the walk thread that lists it ([`DirRecords`]), and the parts
+//! are combined in path order ([`combine`]). Directories have no record:
+//! they are not part of a summary, and one's mtime moves whenever a
+//! temporary file comes and goes inside it. A summary is
 //! remembered only when no file in it was racy, so everything it rests on was
 //! vouched for. Anything that does not match exactly is a miss, and the walk
 //! goes through the hash cache as before: a stale or even forged memo entry
@@ -197,49 +199,96 @@ fn evict_oldest(roots: &mut BTreeMap<String, Remembered>) {
     }
 }
 
-/// Entries per chunk of the walk digest: chunks are hashed in parallel,
-/// and fixed in size so the digest does not depend on the number of cores.
-const DIGEST_CHUNK: usize = 4096;
+/// One directory's part of the walk digest: a record per file and symlink
+/// child (name, kind, size, stat key, link target), hashed in byte order of
+/// name. Directories have no record: they are not part of a summary.
+#[derive(Debug, Default)]
+pub(super) struct DirRecords {
+    /// The records, back to back.
+    bytes: Vec<u8>,
+    /// Each record's range in `bytes`, and its name's length (the record
+    /// starts with the name).
+    records: Vec<(usize, usize, usize)>,
+}
 
-/// The walk digest of `entries` (module docs), lowercase hex: sha256 over
-/// the sha256 of each [`DIGEST_CHUNK`] entries.
-pub(super) fn walk_digest(entries: &[Entry]) -> String {
-    let chunks: Vec<&[Entry]> = entries.chunks(DIGEST_CHUNK).collect();
+impl DirRecords {
+    pub(super) fn push(
+        &mut self,
+        name: &str,
+        kind: EntryKind,
+        size: u64,
+        (mtime_ns, ctime_ns, inode): (i64, i64, u64),
+        link_target: Option<&str>,
+    ) {
+        let start = self.bytes.len();
+        let b = &mut self.bytes;
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(&[
+            0,
+            if kind == EntryKind::Symlink {
+                b'l'
+            } else {
+                b'f'
+            },
+        ]);
+        b.extend_from_slice(&size.to_le_bytes());
+        b.extend_from_slice(&mtime_ns.to_le_bytes());
+        b.extend_from_slice(&ctime_ns.to_le_bytes());
+        b.extend_from_slice(&inode.to_le_bytes());
+        b.extend_from_slice(link_target.unwrap_or_default().as_bytes());
+        b.push(0);
+        self.records.push((start, b.len(), name.len()));
+    }
+
+    /// The directory's digest; `None` when it has no file or symlink.
+    pub(super) fn finish(mut self) -> Option<[u8; 32]> {
+        if self.records.is_empty() {
+            return None;
+        }
+        let bytes = &self.bytes;
+        self.records
+            .sort_unstable_by(|a, b| bytes[a.0..a.0 + a.2].cmp(&bytes[b.0..b.0 + b.2]));
+        let mut h = Sha256::new();
+        for &(start, end, _) in &self.records {
+            h.update(&bytes[start..end]);
+        }
+        Some(h.finalize().into())
+    }
+}
+
+/// The walk digest from each directory's part (`rel` path, digest): sha256
+/// over them in byte order of path, lowercase hex.
+pub(super) fn combine(mut parts: Vec<(String, [u8; 32])>) -> String {
+    parts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut h = Sha256::new();
-    for chunk in super::parallel_map(&chunks, |c| chunk_digest(c)) {
-        h.update(chunk);
+    for (rel, digest) in &parts {
+        h.update(rel.as_bytes());
+        h.update([0]);
+        h.update(digest);
     }
     hex::encode(h.finalize())
 }
 
-fn chunk_digest(entries: &[Entry]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    // One record per entry, hashed a buffer at a time: many small updates
-    // cost more than the hashing.
-    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
-    for e in entries {
-        let kind = match e.kind {
-            EntryKind::Dir => continue,
-            EntryKind::File => b'f',
-            EntryKind::Symlink => b'l',
-        };
-        buf.extend_from_slice(e.path.as_bytes());
-        buf.extend_from_slice(&[0, kind]);
-        buf.extend_from_slice(&e.size.to_le_bytes());
-        buf.extend_from_slice(&e.mtime_ns.to_le_bytes());
-        buf.extend_from_slice(&e.ctime_ns.to_le_bytes());
-        buf.extend_from_slice(&e.inode.to_le_bytes());
-        if let Some(target) = &e.link_target {
-            buf.extend_from_slice(target.as_bytes());
-        }
-        buf.push(0);
-        if buf.len() >= 60 * 1024 {
-            h.update(&buf);
-            buf.clear();
-        }
+/// The walk digest of a walk's `entries`, as a digested walk computes it
+/// (where the walk cannot digest as it goes).
+#[cfg(any(not(unix), test))]
+pub(super) fn digest_of_entries(entries: &[Entry]) -> String {
+    let mut dirs: BTreeMap<&str, DirRecords> = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.kind != EntryKind::Dir) {
+        let (rel, name) = e.path.rsplit_once('/').unwrap_or(("", &e.path));
+        dirs.entry(rel).or_default().push(
+            name,
+            e.kind,
+            e.size,
+            (e.mtime_ns, e.ctime_ns, e.inode),
+            e.link_target.as_deref(),
+        );
     }
-    h.update(&buf);
-    h.finalize().into()
+    combine(
+        dirs.into_iter()
+            .filter_map(|(rel, records)| Some((rel.to_owned(), records.finish()?)))
+            .collect(),
+    )
 }
 
 /// Whether any of `entries` that `hashed` says the walk hashes (files and

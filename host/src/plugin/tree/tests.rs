@@ -933,3 +933,30 @@ fn an_unchanged_tree_is_summarised_without_reading_the_hash_cache() {
     let text = std::fs::read_to_string(&memo).unwrap();
     assert!(text.contains(&got.digest), "{text}");
 }
+
+/// The walk digest a walk computes as it goes, per directory on its
+/// threads, is the digest of the entries it returns.
+#[test]
+fn a_digested_walk_digests_exactly_its_entries() {
+    let f = fixture();
+    let root = f.base.join("d");
+    for p in ["a/x", "a.txt", "a-b", "ab", "b/c/d", "b0", "\u{e9}t\u{e9}"] {
+        write(&root.join(p), p.as_bytes());
+    }
+    std::fs::create_dir_all(root.join("empty/inner")).unwrap();
+    write(&f.base.join("target"), b"target");
+    symlink(f.base.join("target"), root.join("b/to-file")).unwrap();
+    symlink("nowhere", root.join("dangling")).unwrap();
+    symlink(root.join("a"), root.join("to-dir")).unwrap();
+    let (entries, seen) = walk_digested(&root, i64::MAX).unwrap();
+    assert_eq!(entries, walk_all(&root).unwrap());
+    assert_eq!(seen.walk, summaries::digest_of_entries(&entries));
+    assert!(!seen.racy, "nothing changed after the end of time");
+    let (_, now) = walk_digested(&root, cache::now_ns() - cache::RACY_NS).unwrap();
+    assert!(now.racy, "every file was just written");
+    // An empty directory is no part of it; a file is.
+    std::fs::create_dir_all(root.join("empty/more")).unwrap();
+    assert_eq!(walk_digested(&root, i64::MAX).unwrap().1.walk, seen.walk);
+    write(&root.join("empty/more/f"), b"f");
+    assert_ne!(walk_digested(&root, i64::MAX).unwrap().1.walk, seen.walk);
+}
