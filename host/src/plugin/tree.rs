@@ -1041,10 +1041,10 @@ impl Tree {
             }
             None => self.hashed_walk(&root, &real, Some(racy_after))?,
         };
-        let racy = seen.racy || summaries::any_racy(&entries, now, |e| e.sha256.is_some());
         let hashed = entries.iter().filter(|e| e.sha256.is_some()).count() as u64;
         let summary = Summary::of(entries, false)?;
-        if !racy {
+        // The walk saw every hashed file's mtime: none may be racy.
+        if !seen.racy {
             memo.remember(key, seen.walk, hashed, &summary, now);
         }
         Ok(summary)

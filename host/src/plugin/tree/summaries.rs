@@ -15,12 +15,14 @@
 //! hashed by the walk thread that lists it ([`DirRecords`]), and the parts
 //! are combined in path order ([`combine`]). Directories have no record:
 //! they are not part of a summary, and one's mtime moves whenever a
-//! temporary file comes and goes inside it. A summary is
-//! remembered only when no file in it was racy, so everything it rests on was
-//! vouched for. Anything that does not match exactly is a miss, and the walk
-//! goes through the hash cache as before: a stale or even forged memo entry
-//! can only be used for the exact walk it names, which is the same trust the
-//! hash cache's own entries get.
+//! temporary file comes and goes inside it. The walk also says whether any
+//! file it would hash (a file, a symlink read through) was modified within
+//! [`RACY_NS`](super::cache::RACY_NS) of now: then its summary is neither
+//! taken from the memo nor remembered, so everything a remembered summary
+//! rests on was vouched for. Anything that does not match exactly is a miss,
+//! and the walk goes through the hash cache as before: a stale or even forged
+//! memo entry can only be used for the exact walk it names, which is the same
+//! trust the hash cache's own entries get.
 //!
 //! Kept beside the hash cache, in `.tether/cache/file-summaries.json`
 //! (`{"version":1,"roots":{"/abs/real/root":{...}}}`, one entry per root, at
@@ -36,8 +38,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cache::RACY_NS;
-use super::{Entry, EntryKind, Summary};
+use super::{EntryKind, Summary};
 
 /// The memo's file name, beside the hash cache's.
 const FILE_NAME: &str = "file-summaries.json";
@@ -272,7 +273,7 @@ pub(super) fn combine(mut parts: Vec<(String, [u8; 32])>) -> String {
 /// The walk digest of a walk's `entries`, as a digested walk computes it
 /// (where the walk cannot digest as it goes).
 #[cfg(any(not(unix), test))]
-pub(super) fn digest_of_entries(entries: &[Entry]) -> String {
+pub(super) fn digest_of_entries(entries: &[super::Entry]) -> String {
     let mut dirs: BTreeMap<&str, DirRecords> = BTreeMap::new();
     for e in entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let (rel, name) = e.path.rsplit_once('/').unwrap_or(("", &e.path));
@@ -289,14 +290,4 @@ pub(super) fn digest_of_entries(entries: &[Entry]) -> String {
             .filter_map(|(rel, records)| Some((rel.to_owned(), records.finish()?)))
             .collect(),
     )
-}
-
-/// Whether any of `entries` that `hashed` says the walk hashes (files and
-/// symlinks read through: their content) changed within [`RACY_NS`] of
-/// `now`, or after it: such a hash is never vouched for, so neither is a
-/// summary that includes it. Other symlinks are recorded by their target,
-/// which every walk reads afresh.
-pub(super) fn any_racy(entries: &[Entry], now: i64, hashed: impl Fn(&Entry) -> bool) -> bool {
-    let racy_after = now.saturating_sub(RACY_NS);
-    entries.iter().any(|e| e.mtime_ns > racy_after && hashed(e))
 }
