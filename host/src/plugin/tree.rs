@@ -57,6 +57,7 @@
 //! two seconds of now is always re-read.
 
 mod cache;
+mod digested;
 mod summaries;
 #[cfg(test)]
 mod tests;
@@ -71,6 +72,7 @@ use sha2::{Digest, Sha256};
 
 use cache::{CacheHandle, StatKey};
 pub use cache::{HashStats, stats};
+use digested::walk_digested;
 
 /// The owner marker `create` writes at a store's root; the walk skips it.
 pub const OWNER_MARKER: &str = ".tether-owner";
@@ -519,74 +521,50 @@ fn describe(abs: &Path, path: String, lmd: &Metadata) -> Result<Option<Entry>, T
 /// are then stitched together depth-first in key order.
 #[cfg(unix)]
 fn walk_all(root: &Path) -> Result<Vec<Entry>, TreeError> {
-    Ok(walk_tree(root, None)?.0)
+    let listed = walk_levels(root, list_dir, |children, next| {
+        next.extend(
+            children
+                .iter()
+                .filter(|e| e.kind == EntryKind::Dir)
+                .map(|e| e.path.clone()),
+        );
+    })?;
+    Ok(stitch(listed.into_iter().collect()))
 }
 
-/// [`walk_all`]; with `digest` (the racy threshold), also what it saw for
-/// the summary memo.
+/// Every directory under `root`, scanned by `scan` (given `root` and the
+/// directory's `rel` path) level by level, each level's directories in
+/// parallel; `subdirs` adds the `rel` paths a scan found to descend into.
+/// Each scan comes with its directory's `rel` path, parents first.
 #[cfg(unix)]
-fn walk_tree(root: &Path, digest: Option<i64>) -> Result<(Vec<Entry>, Option<Seen>), TreeError> {
-    use std::collections::HashMap;
-
-    let mut listed: HashMap<String, Vec<Entry>> = HashMap::new();
-    let mut parts: Vec<(String, [u8; 32])> = Vec::new();
-    let mut racy = false;
+fn walk_levels<D: Send>(
+    root: &Path,
+    scan: impl Fn(&Path, &str) -> Result<D, TreeError> + Sync,
+    subdirs: impl Fn(&D, &mut Vec<String>),
+) -> Result<Vec<(String, D)>, TreeError> {
+    let mut done = Vec::new();
     let mut level: Vec<String> = vec![String::new()];
     while !level.is_empty() {
-        let results = parallel_map(&level, |rel| list_dir(root, rel, digest));
+        let results = parallel_map(&level, |rel| scan(root, rel));
         let mut next = Vec::new();
-        for (rel, listed_dir) in level.into_iter().zip(results) {
-            let (children, part, r) = listed_dir?;
-            racy |= r;
-            next.extend(
-                children
-                    .iter()
-                    .filter(|e| e.kind == EntryKind::Dir)
-                    .map(|e| e.path.clone()),
-            );
-            if let Some(part) = part {
-                parts.push((rel.clone(), part));
-            }
-            listed.insert(rel, children);
+        for (rel, scanned) in level.into_iter().zip(results) {
+            let scanned = scanned?;
+            subdirs(&scanned, &mut next);
+            done.push((rel, scanned));
         }
         level = next;
     }
-    let mut out = Vec::with_capacity(listed.values().map(Vec::len).sum());
-    stitch(&mut listed, String::new(), &mut out);
-    let seen = digest.map(|_| Seen {
-        walk: summaries::combine(parts),
-        racy,
-    });
-    Ok((out, seen))
+    Ok(done)
 }
 
-/// [`walk_all`], with the walk digest of what it saw (the summary memo's
-/// key) and whether any file it would hash changed after `racy_after`; each
-/// directory's part is hashed by the thread that lists it.
-fn walk_digested(root: &Path, racy_after: i64) -> Result<(Vec<Entry>, Seen), TreeError> {
-    let (entries, seen) = walk_tree(root, Some(racy_after))?;
-    Ok((entries, seen.unwrap_or_default()))
-}
-
-/// What a digested walk saw, for the summary memo.
-#[derive(Debug, Default)]
-struct Seen {
-    /// The walk digest, lowercase hex.
-    walk: String,
-    /// Whether any file it would hash is racy.
-    racy: bool,
-}
-
-/// Append the listing of `rel`, each directory followed by its own contents.
+/// The listings of a walk's directories (by `rel` path), joined depth-first:
+/// each directory followed by its own contents.
 #[cfg(unix)]
-fn stitch(
-    listed: &mut std::collections::HashMap<String, Vec<Entry>>,
-    rel: String,
-    out: &mut Vec<Entry>,
-) {
+fn stitch(mut listed: std::collections::HashMap<String, Vec<Entry>>) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(listed.values().map(Vec::len).sum());
     // Iterative, so a very deep tree cannot overflow the stack.
     let mut stack: Vec<std::vec::IntoIter<Entry>> =
-        vec![listed.remove(&rel).unwrap_or_default().into_iter()];
+        vec![listed.remove("").unwrap_or_default().into_iter()];
     while let Some(top) = stack.last_mut() {
         let Some(entry) = top.next() else {
             stack.pop();
@@ -598,6 +576,7 @@ fn stitch(
             stack.push(listed.remove(&sub).unwrap_or_default().into_iter());
         }
     }
+    out
 }
 
 /// `f` over `items` on up to `available_parallelism` scoped threads; results
@@ -756,45 +735,53 @@ fn child_path(rel: &str, name: &str) -> String {
     }
 }
 
-/// The direct children of the directory `rel` under `root`, sorted by key;
-/// with `digest` (files changed after it are racy), also this directory's
-/// part of the walk digest ([`summaries::DirRecords`]) and whether any file
-/// it would hash is racy.
+/// The direct children of the directory `rel` under `root`, sorted by key.
 #[cfg(unix)]
-fn list_dir(root: &Path, rel: &str, digest: Option<i64>) -> Result<Listed, TreeError> {
+fn list_dir(root: &Path, rel: &str) -> Result<Vec<Entry>, TreeError> {
     let mut out = Vec::new();
-    let mut records = summaries::DirRecords::default();
-    let mut racy = false;
     scan_dir(root, rel, |c| {
-        let (mtime_ns, ctime_ns, inode) = c.key;
-        if let Some(racy_after) = digest
-            && c.kind != EntryKind::Dir
-        {
-            racy |= (c.kind == EntryKind::File || c.followed) && mtime_ns > racy_after;
-            records.push(c.name, c.kind, c.size, c.key, c.link_target.as_deref());
-        }
-        out.push(Entry {
-            path: child_path(rel, c.name),
-            kind: c.kind,
-            size: c.size,
-            mtime_ns,
-            ctime_ns,
-            inode,
-            link_target: c.link_target,
-            sha256: None,
-        });
+        out.push(child_entry(
+            rel,
+            c.name,
+            c.kind,
+            c.size,
+            c.key,
+            c.link_target,
+        ));
     })?;
-    // Siblings sort by name, a directory's as `name/` (module docs, Order).
-    // Siblings share `rel/`, so their names start at one offset.
-    let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
-    out.sort_unstable_by(|a, b| sibling_order(a, b, skip));
-    Ok((out, digest.and_then(|_| records.finish()), racy))
+    sort_siblings(&mut out, rel);
+    Ok(out)
 }
 
-/// One directory's entries, its part of the walk digest, and whether it
-/// holds a racy file.
+/// The entry of the child `name` of the directory `rel`.
 #[cfg(unix)]
-type Listed = (Vec<Entry>, Option<[u8; 32]>, bool);
+fn child_entry(
+    rel: &str,
+    name: &str,
+    kind: EntryKind,
+    size: u64,
+    (mtime_ns, ctime_ns, inode): (i64, i64, u64),
+    link_target: Option<String>,
+) -> Entry {
+    Entry {
+        path: child_path(rel, name),
+        kind,
+        size,
+        mtime_ns,
+        ctime_ns,
+        inode,
+        link_target,
+        sha256: None,
+    }
+}
+
+/// Sort the children of the directory `rel` by key: siblings by name, a
+/// directory's as `name/` (module docs, Order).
+fn sort_siblings(children: &mut [Entry], rel: &str) {
+    // Siblings share `rel/`, so their names start at one offset.
+    let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
+    children.sort_unstable_by(|a, b| sibling_order(a, b, skip));
+}
 
 #[cfg(unix)]
 use std::os::unix::ffi::OsStrExt as _;
@@ -815,19 +802,6 @@ fn stat_times(st: &rustix::fs::Stat) -> (i64, i64, u64) {
         ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
         st.st_ino as u64,
     )
-}
-
-/// Every entry under `root` (a real directory), in key order.
-#[cfg(not(unix))]
-fn walk_tree(root: &Path, digest: Option<i64>) -> Result<(Vec<Entry>, Option<Seen>), TreeError> {
-    let entries = walk_all(root)?;
-    let seen = digest.map(|racy_after| Seen {
-        walk: summaries::digest_of_entries(&entries),
-        racy: entries
-            .iter()
-            .any(|e| e.mtime_ns > racy_after && readable(root, e)),
-    });
-    Ok((entries, seen))
 }
 
 #[cfg(not(unix))]
@@ -865,8 +839,7 @@ fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError
             children.push(entry);
         }
     }
-    let skip = if rel.is_empty() { 0 } else { rel.len() + 1 };
-    children.sort_unstable_by(|a, b| sibling_order(a, b, skip));
+    sort_siblings(&mut children, rel);
     for entry in children {
         let sub = (entry.kind == EntryKind::Dir).then(|| entry.path.clone());
         out.push(entry);
@@ -1025,21 +998,18 @@ impl Tree {
             // Something is remembered, so the walk probably matches: the
             // hash cache is loaded only when it does not.
             Some(recalled) => {
-                let (entries, seen) = walk_digested(&real, racy_after)?;
-                if seen.walk == recalled.walk && !seen.racy {
+                let walked = walk_digested(&real, racy_after)?;
+                if walked.seen.walk == recalled.walk && !walked.seen.racy {
                     cache::record_summary_reused(self.inner.cache.as_deref(), recalled.hashed);
-                    // 100,000 entries take milliseconds to free, and nothing
-                    // needs to wait for that (they are freed here when no
-                    // thread can be had).
-                    let _ = std::thread::Builder::new()
-                        .name("tether-free".into())
-                        .spawn(move || drop(entries));
                     return Ok(recalled.summary);
                 }
+                let (entries, seen) = walked.into_parts();
                 let cache = self.cache()?;
                 (self.hash_walked(&root, &real, entries, &cache)?, seen)
             }
-            None => self.hashed_walk(&root, &real, Some(racy_after))?,
+            None => self.hashed_walk(&root, &real, |real| {
+                Ok(walk_digested(real, racy_after)?.into_parts())
+            })?,
         };
         let hashed = entries.iter().filter(|e| e.sha256.is_some()).count() as u64;
         let summary = Summary::of(entries, false)?;
@@ -1061,7 +1031,8 @@ impl Tree {
     fn walk_session(&self, root: &Path, hash: bool) -> Result<WalkSession, TreeError> {
         let real = real_dir(root)?;
         let entries = if hash {
-            self.hashed_walk(root, &real, None)?.0
+            self.hashed_walk(root, &real, |real| Ok((walk_all(real)?, ())))?
+                .0
         } else {
             walk_all(&real)?
         };
@@ -1072,29 +1043,26 @@ impl Tree {
         })
     }
 
-    /// The walk of `real` (the resolved `root`) with every file's sha256,
-    /// digested (for the summary memo) when `racy_after` is given.
-    fn hashed_walk(
+    /// The entries `walk` finds in `real` (the resolved `root`), with what
+    /// else it returns, and every file's sha256.
+    fn hashed_walk<W: Send>(
         &self,
         root: &Path,
         real: &Path,
-        racy_after: Option<i64>,
-    ) -> Result<(Vec<Entry>, Seen), TreeError> {
+        walk: impl FnOnce(&Path) -> Result<(Vec<Entry>, W), TreeError> + Send,
+    ) -> Result<(Vec<Entry>, W), TreeError> {
         // The hash cache is read and parsed while the tree is walked: the
         // walk waits on the kernel, the parse on one core.
-        let (walk, cache) = std::thread::scope(|scope| {
+        let (walked, cache) = std::thread::scope(|scope| {
             let cache = scope.spawn(|| self.cache());
-            let walk = walk_tree(real, racy_after);
+            let walked = walk(real);
             let cache = cache
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (walk, cache)
+            (walked, cache)
         });
-        let ((entries, seen), cache) = (walk?, cache?);
-        Ok((
-            self.hash_walked(root, real, entries, &cache)?,
-            seen.unwrap_or_default(),
-        ))
+        let ((entries, other), cache) = (walked?, cache?);
+        Ok((self.hash_walked(root, real, entries, &cache)?, other))
     }
 
     /// Fill the sha256 of the files of `entries` (a walk of `real`) through

@@ -202,14 +202,36 @@ fn evict_oldest(roots: &mut BTreeMap<String, Remembered>) {
 
 /// One directory's part of the walk digest: a record per file and symlink
 /// child (name, kind, size, stat key, link target), hashed in byte order of
-/// name. Directories have no record: they are not part of a summary.
+/// name. Directories have no record: they are not part of a summary. The
+/// records are also the walk's compact form of those children, read back
+/// with [`iter`](Self::iter) when their entries are needed after all.
 #[derive(Debug, Default)]
 pub(super) struct DirRecords {
-    /// The records, back to back.
+    /// The records, back to back: name, `0`, kind (`f` or `l`), size,
+    /// mtime, ctime and inode (8 bytes each, little-endian), link target, `0`.
     bytes: Vec<u8>,
     /// Each record's range in `bytes`, and its name's length (the record
     /// starts with the name).
-    records: Vec<(usize, usize, usize)>,
+    records: Vec<(u32, u32, u32)>,
+}
+
+/// One child of a [`DirRecords`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Record<'a> {
+    pub(super) name: &'a str,
+    pub(super) kind: EntryKind,
+    pub(super) size: u64,
+    /// `(mtime_ns, ctime_ns, inode)`.
+    pub(super) key: (i64, i64, u64),
+    pub(super) link_target: Option<&'a str>,
+}
+
+/// The bytes of a record after its name and `0`: kind, then four numbers.
+const FIXED: usize = 1 + 4 * 8;
+
+/// A name or link target of a record, which were pushed as `str`.
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("records are pushed as str")
 }
 
 impl DirRecords {
@@ -238,29 +260,66 @@ impl DirRecords {
         b.extend_from_slice(&inode.to_le_bytes());
         b.extend_from_slice(link_target.unwrap_or_default().as_bytes());
         b.push(0);
-        self.records.push((start, b.len(), name.len()));
+        // A directory's records stay far below 4 GiB.
+        let at = |n: usize| u32::try_from(n).expect("a directory's records fit in 4 GiB");
+        self.records.push((at(start), at(b.len()), at(name.len())));
     }
 
-    /// The directory's digest; `None` when it has no file or symlink.
-    pub(super) fn finish(mut self) -> Option<[u8; 32]> {
+    /// The directory's digest; `None` when it has no file or symlink. The
+    /// records are kept, in byte order of name.
+    pub(super) fn digest(&mut self) -> Option<[u8; 32]> {
         if self.records.is_empty() {
             return None;
         }
         let bytes = &self.bytes;
-        self.records
-            .sort_unstable_by(|a, b| bytes[a.0..a.0 + a.2].cmp(&bytes[b.0..b.0 + b.2]));
+        let name =
+            |&(start, _, len): &(u32, u32, u32)| &bytes[start as usize..(start + len) as usize];
+        self.records.sort_unstable_by(|a, b| name(a).cmp(name(b)));
         let mut h = Sha256::new();
         for &(start, end, _) in &self.records {
-            h.update(&bytes[start..end]);
+            h.update(&bytes[start as usize..end as usize]);
         }
         Some(h.finalize().into())
+    }
+
+    /// The records, as pushed (or in name order after [`digest`](Self::digest)).
+    #[cfg_attr(not(unix), allow(dead_code))] // only unix walks keep records
+    pub(super) fn iter(&self) -> impl Iterator<Item = Record<'_>> {
+        self.records.iter().map(|&(start, end, len)| {
+            let record = &self.bytes[start as usize..end as usize];
+            let (name, rest) = record.split_at(len as usize);
+            // `rest` is `0`, kind, four numbers, link target, `0`.
+            let fixed = &rest[1..1 + FIXED];
+            let number = |i: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&fixed[1 + 8 * i..9 + 8 * i]);
+                b
+            };
+            let link = &rest[1 + FIXED..rest.len() - 1];
+            let kind = if fixed[0] == b'l' {
+                EntryKind::Symlink
+            } else {
+                EntryKind::File
+            };
+            Record {
+                name: text(name),
+                kind,
+                size: u64::from_le_bytes(number(0)),
+                key: (
+                    i64::from_le_bytes(number(1)),
+                    i64::from_le_bytes(number(2)),
+                    u64::from_le_bytes(number(3)),
+                ),
+                link_target: (kind == EntryKind::Symlink).then(|| text(link)),
+            }
+        })
     }
 }
 
 /// The walk digest from each directory's part (`rel` path, digest): sha256
 /// over them in byte order of path, lowercase hex.
-pub(super) fn combine(mut parts: Vec<(String, [u8; 32])>) -> String {
-    parts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+pub(super) fn combine(mut parts: Vec<(&str, [u8; 32])>) -> String {
+    parts.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut h = Sha256::new();
     for (rel, digest) in &parts {
         h.update(rel.as_bytes());
@@ -287,7 +346,7 @@ pub(super) fn digest_of_entries(entries: &[super::Entry]) -> String {
     }
     combine(
         dirs.into_iter()
-            .filter_map(|(rel, records)| Some((rel.to_owned(), records.finish()?)))
+            .filter_map(|(rel, mut records)| Some((rel, records.digest()?)))
             .collect(),
     )
 }

@@ -948,15 +948,22 @@ fn a_digested_walk_digests_exactly_its_entries() {
     symlink(f.base.join("target"), root.join("b/to-file")).unwrap();
     symlink("nowhere", root.join("dangling")).unwrap();
     symlink(root.join("a"), root.join("to-dir")).unwrap();
-    let (entries, seen) = walk_digested(&root, i64::MAX).unwrap();
+    // Its compact form gives back exactly the plain walk's entries.
+    let (entries, seen) = walk_digested(&root, i64::MAX).unwrap().into_parts();
     assert_eq!(entries, walk_all(&root).unwrap());
+    assert!(entries.iter().any(|e| e.link_target.is_some()));
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.kind == EntryKind::Dir && e.mtime_ns != 0)
+    );
     assert_eq!(seen.walk, summaries::digest_of_entries(&entries));
     assert!(!seen.racy, "nothing changed after the end of time");
-    let (_, now) = walk_digested(&root, cache::now_ns() - cache::RACY_NS).unwrap();
-    assert!(now.racy, "every file was just written");
+    let now = walk_digested(&root, cache::now_ns() - cache::RACY_NS).unwrap();
+    assert!(now.seen.racy, "every file was just written");
     // An empty directory is no part of it; a file is.
     std::fs::create_dir_all(root.join("empty/more")).unwrap();
-    assert_eq!(walk_digested(&root, i64::MAX).unwrap().1.walk, seen.walk);
+    assert_eq!(walk_digested(&root, i64::MAX).unwrap().seen.walk, seen.walk);
     write(&root.join("empty/more/f"), b"f");
-    assert_ne!(walk_digested(&root, i64::MAX).unwrap().1.walk, seen.walk);
+    assert_ne!(walk_digested(&root, i64::MAX).unwrap().seen.walk, seen.walk);
 }
