@@ -7,8 +7,10 @@
 //! makes a new one. One rule guards against timestamp granularity: a file
 //! whose mtime is within [`RACY_NS`] (2 s) of now is re-read rather than
 //! trusted, and such a "racy" hash is not stored either, since a second write
-//! in the same timestamp granule would leave the key unchanged. Only hashes
-//! taken well after the file last changed are ever vouched for.
+//! in the same timestamp granule would leave the key unchanged (the entry the
+//! file had before stays, under a key it no longer has, until a settled hash
+//! replaces it). Only hashes taken well after the file last changed are ever
+//! vouched for.
 //!
 //! Caches are process-wide, one per cache file (plus one in memory for calls
 //! with no dataset), so concurrent calls of one fan-out share entries instead
@@ -464,9 +466,10 @@ impl HashCache {
     /// Remember a hash taken at `now`, unless the file was racy then.
     pub(super) fn insert(&mut self, path: &str, key: StatKey, sha256: &str, now: i64) {
         if key.mtime_ns > now.saturating_sub(RACY_NS) {
-            if self.entries.remove(path).is_some() {
-                self.dirty = true;
-            }
+            // Not stored. An entry already there stays: it was vouched for
+            // under an older stat key, which the file no longer has, so it
+            // can only miss until a settled hash replaces it. Removing it
+            // would rewrite the whole cache after every edit for nothing.
             return;
         }
         let Some(entry) = CacheEntry::new(key, sha256.as_bytes()) else {

@@ -375,6 +375,53 @@ fn a_just_modified_file_is_rehashed_even_with_an_unchanged_stat_key() {
 }
 
 #[test]
+fn an_edit_is_rehashed_without_rewriting_the_cache_until_it_settles() {
+    let f = fixture();
+    let root = f.base.join("d");
+    let p = root.join("data");
+    write(&p, b"before");
+    write(&root.join("other"), b"other");
+    age(&p);
+    age(&root.join("other"));
+    let cache = f.base.join("cache.json");
+    let hash_of_data = |t: &Tree| {
+        let entries = walk_all_pages(t, &s(&root), true, 10);
+        let data = entries.iter().find(|e| e.path == "data").unwrap();
+        data.sha256.clone().unwrap()
+    };
+    assert_eq!(
+        hash_of_data(&tree(&[&root], Some(cache.clone()))),
+        sha(b"before")
+    );
+    let settled = std::fs::read(&cache).unwrap();
+    assert!(String::from_utf8_lossy(&settled).contains(&sha(b"before")));
+    // Just edited: read again, and nothing to store, so no rewrite. The old
+    // entry stays, and is never taken for the new content.
+    std::thread::sleep(Duration::from_millis(20));
+    write(&p, b"after!");
+    for _ in 0..2 {
+        assert_eq!(
+            hash_of_data(&tree(&[&root], Some(cache.clone()))),
+            sha(b"after!")
+        );
+        assert_eq!(
+            std::fs::read(&cache).unwrap(),
+            settled,
+            "the cache was rewritten"
+        );
+    }
+    // Settled: the new hash replaces the old one.
+    age(&p);
+    assert_eq!(
+        hash_of_data(&tree(&[&root], Some(cache.clone()))),
+        sha(b"after!")
+    );
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(text.contains(&sha(b"after!")), "{text}");
+    assert!(!text.contains(&sha(b"before")), "{text}");
+}
+
+#[test]
 fn an_overwrite_that_restores_size_and_mtime_is_still_seen() {
     let f = fixture();
     let root = f.base.join("d");
