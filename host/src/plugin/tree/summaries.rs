@@ -212,7 +212,7 @@ pub(super) struct DirRecords {
     bytes: Vec<u8>,
     /// Each record's range in `bytes`, and its name's length (the record
     /// starts with the name).
-    records: Vec<(u32, u32, u32)>,
+    records: Vec<(usize, usize, usize)>,
 }
 
 /// One child of a [`DirRecords`].
@@ -260,9 +260,7 @@ impl DirRecords {
         b.extend_from_slice(&inode.to_le_bytes());
         b.extend_from_slice(link_target.unwrap_or_default().as_bytes());
         b.push(0);
-        // A directory's records stay far below 4 GiB.
-        let at = |n: usize| u32::try_from(n).expect("a directory's records fit in 4 GiB");
-        self.records.push((at(start), at(b.len()), at(name.len())));
+        self.records.push((start, b.len(), name.len()));
     }
 
     /// The directory's digest; `None` when it has no file or symlink. The
@@ -272,12 +270,11 @@ impl DirRecords {
             return None;
         }
         let bytes = &self.bytes;
-        let name =
-            |&(start, _, len): &(u32, u32, u32)| &bytes[start as usize..(start + len) as usize];
+        let name = |&(start, _, len): &(usize, usize, usize)| &bytes[start..start + len];
         self.records.sort_unstable_by(|a, b| name(a).cmp(name(b)));
         let mut h = Sha256::new();
         for &(start, end, _) in &self.records {
-            h.update(&bytes[start as usize..end as usize]);
+            h.update(&bytes[start..end]);
         }
         Some(h.finalize().into())
     }
@@ -286,8 +283,8 @@ impl DirRecords {
     #[cfg_attr(not(unix), allow(dead_code))] // only unix walks keep records
     pub(super) fn iter(&self) -> impl Iterator<Item = Record<'_>> {
         self.records.iter().map(|&(start, end, len)| {
-            let record = &self.bytes[start as usize..end as usize];
-            let (name, rest) = record.split_at(len as usize);
+            let record = &self.bytes[start..end];
+            let (name, rest) = record.split_at(len);
             // `rest` is `0`, kind, four numbers, link target, `0`.
             let fixed = &rest[1..1 + FIXED];
             let number = |i: usize| {
