@@ -2,11 +2,11 @@
 //!
 //! It sees what [`walk_all`](super::walk_all) sees, but keeps each
 //! directory's files and symlinks only as the records its part of the walk
-//! digest is hashed from ([`DirRecords`]), one buffer per directory, plus
-//! its subdirectories. When the digest matches a remembered summary (the
-//! common case for an unchanged tree) that is all the walk ever needs: no
-//! `Entry` is built, so 100,000 files cost a few hundred allocations instead
-//! of 100,000 paths to allocate and free. On a miss the records are turned
+//! digest is hashed from ([`DirRecords`](summaries::DirRecords)), one buffer
+//! per directory, plus its subdirectories. When the digest matches a
+//! remembered summary (the common case for an unchanged tree) that is all the
+//! walk ever needs: no `Entry` is built, so 100,000 files cost a few
+//! allocations per directory instead of 100,000 paths to allocate and free. On a miss the records are turned
 //! into the same entries `walk_all` returns, for the hash cache.
 
 use std::path::Path;
