@@ -34,6 +34,7 @@ mod open;
 mod ops;
 mod output;
 mod plugin;
+mod progress;
 mod promote;
 mod pull;
 mod recover;
@@ -164,6 +165,7 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    progress::install(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

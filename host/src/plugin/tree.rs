@@ -58,6 +58,7 @@
 
 mod cache;
 mod digested;
+pub mod progress;
 mod summaries;
 #[cfg(test)]
 mod tests;
@@ -73,6 +74,7 @@ use sha2::{Digest, Sha256};
 use cache::{CacheHandle, StatKey};
 pub use cache::{HashStats, stats};
 use digested::walk_digested;
+use progress::HashTask;
 
 /// The owner marker `create` writes at a store's root; the walk skips it.
 pub const OWNER_MARKER: &str = ".tether-owner";
@@ -872,7 +874,7 @@ fn sibling_order(a: &Entry, b: &Entry, skip: usize) -> std::cmp::Ordering {
 }
 
 /// SHA-256 of a file's content (following a final symlink), lowercase hex.
-fn hash_file(path: impl AsRef<Path>) -> io::Result<(String, u64)> {
+fn hash_file(path: impl AsRef<Path>, task: Option<&dyn HashTask>) -> io::Result<(String, u64)> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 256 * 1024];
@@ -884,16 +886,20 @@ fn hash_file(path: impl AsRef<Path>) -> io::Result<(String, u64)> {
         }
         total += n as u64;
         hasher.update(&buf[..n]);
+        if let Some(task) = task {
+            task.advance(n as u64);
+        }
     }
     Ok((hex::encode(hasher.finalize()), total))
 }
 
 /// Hash `paths` on up to `available_parallelism` scoped threads, one file per
-/// thread at a time; results in input order. A panic while hashing is a bug;
-/// it fails that file as an I/O error rather than the whole walk.
-fn hash_parallel(paths: &[String]) -> Vec<io::Result<(String, u64)>> {
+/// thread at a time, reporting the bytes read to `task`; results in input
+/// order. A panic while hashing is a bug; it fails that file as an I/O error
+/// rather than the whole walk.
+fn hash_parallel(paths: &[String], task: Option<&dyn HashTask>) -> Vec<io::Result<(String, u64)>> {
     parallel_map(paths, |path| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_file(path)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_file(path, task)))
             .unwrap_or_else(|_| Err(io::Error::other("hashing thread panicked")))
     })
 }
@@ -1131,7 +1137,15 @@ impl Tree {
             .iter()
             .map(|&i| format!("{prefix}{}", entries[i].path))
             .collect();
-        let hashed = hash_parallel(&paths);
+        // What is read: a directory (`prefix`), or the one file asked for.
+        let what = match prefix.trim_end_matches('/') {
+            "" => paths.first().map_or("", String::as_str),
+            dir => dir,
+        };
+        let size = misses.iter().map(|&i| entries[i].size).sum();
+        let task = progress::start(what, misses.len() as u64, size);
+        let hashed = hash_parallel(&paths, task.as_deref());
+        drop(task);
         let mut bytes = 0u64;
         for ((&i, path), result) in misses.iter().zip(&paths).zip(hashed) {
             let (sha, n) = result.map_err(|e| io_error("cannot read", Path::new(path), &e))?;

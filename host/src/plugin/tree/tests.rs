@@ -1014,3 +1014,82 @@ fn a_digested_walk_digests_exactly_its_entries() {
     write(&root.join("empty/more/f"), b"f");
     assert_ne!(walk_digested(&root, i64::MAX).unwrap().seen.walk, seen.walk);
 }
+
+#[test]
+fn hashing_reports_what_it_reads_to_the_watcher() {
+    use std::sync::{Arc, Mutex};
+
+    /// What the watcher was told about reads under one root.
+    #[derive(Debug, Default, PartialEq)]
+    struct Told {
+        started: Vec<(String, u64, u64)>,
+        read: u64,
+        finished: usize,
+    }
+    struct Watcher(Arc<Mutex<Told>>, String);
+    struct Task(Option<Arc<Mutex<Told>>>);
+    impl progress::HashWatcher for Watcher {
+        fn start(&self, what: &str, files: u64, bytes: u64) -> Box<dyn progress::HashTask> {
+            // Other tests hash at the same time: only this test's root counts.
+            if !what.starts_with(&self.1) {
+                return Box::new(Task(None));
+            }
+            let mut told = self.0.lock().unwrap();
+            told.started.push((what.to_owned(), files, bytes));
+            Box::new(Task(Some(self.0.clone())))
+        }
+    }
+    impl progress::HashTask for Task {
+        fn advance(&self, bytes: u64) {
+            if let Some(told) = &self.0 {
+                told.lock().unwrap().read += bytes;
+            }
+        }
+    }
+    impl Drop for Task {
+        fn drop(&mut self) {
+            if let Some(told) = &self.0 {
+                told.lock().unwrap().finished += 1;
+            }
+        }
+    }
+
+    let f = fixture();
+    let root = f.base.join("d");
+    // One file of several read buffers, so it reports as it goes.
+    let big = vec![7u8; 600 * 1024];
+    write(&root.join("big"), &big);
+    write(&root.join("sub/small"), b"small");
+    write(&root.join("empty"), b"");
+    for p in ["big", "sub/small", "empty"] {
+        age(&root.join(p));
+    }
+    let told = Arc::new(Mutex::new(Told::default()));
+    progress::watch_hashing(Arc::new(Watcher(told.clone(), s(&root))));
+    let cache = f.base.join("cache.json");
+    let total = big.len() as u64 + 5;
+
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    let expected = Told {
+        started: vec![(s(&root), 3, total)],
+        read: total,
+        finished: 1,
+    };
+    assert_eq!(*told.lock().unwrap(), expected);
+
+    // Everything from the cache: nothing is read, so nothing is reported.
+    walk_all_pages(&tree(&[&root], Some(cache.clone())), &s(&root), true, 10);
+    assert_eq!(*told.lock().unwrap(), expected);
+
+    // One file asked for on its own is reported under its own path.
+    write(&root.join("sub/small"), b"smaller");
+    age(&root.join("sub/small"));
+    let t = tree(&[&root], Some(cache.clone()));
+    t.hash_file(&s(&root.join("sub/small"))).unwrap();
+    let told = told.lock().unwrap();
+    assert_eq!(
+        told.started.last().unwrap(),
+        &(s(&root.join("sub/small")), 1, 7)
+    );
+    assert_eq!((told.read, told.finished), (total + 7, 2));
+}

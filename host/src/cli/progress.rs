@@ -1,0 +1,82 @@
+//! Progress on stderr while files are read for their hashes: the first
+//! snapshot of a large directory reads every byte, which can take minutes.
+//! One bar per directory being read, shown once the reading has gone on for
+//! [`SHOW_AFTER`], cleared when it is done. Only when stderr is a terminal,
+//! and not with `-v` (log lines would tear the bar).
+
+use std::io::IsTerminal as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::plugin::tree::progress::{HashTask, HashWatcher, watch_hashing};
+
+/// Reads shorter than this show nothing: most are.
+const SHOW_AFTER: Duration = Duration::from_millis(500);
+
+/// Show hashing progress on stderr, when it is a terminal and `verbose` is 0.
+pub fn install(verbose: u8) {
+    if verbose > 0 || !std::io::stderr().is_terminal() {
+        return;
+    }
+    watch_hashing(Arc::new(Bars {
+        multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+    }));
+}
+
+/// The bars of one command.
+struct Bars {
+    multi: MultiProgress,
+}
+
+impl HashWatcher for Bars {
+    fn start(&self, what: &str, files: u64, bytes: u64) -> Box<dyn HashTask> {
+        let bar = ProgressBar::with_draw_target(Some(bytes), ProgressDrawTarget::hidden());
+        // One line, however narrow the terminal: the message (a path, maybe
+        // long) takes what the counts leave, and is cut to fit.
+        if let Ok(style) = ProgressStyle::with_template(
+            "{wide_msg} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        let noun = if files == 1 { "file" } else { "files" };
+        bar.set_message(format!("hashing {files} {noun} in {what}"));
+        Box::new(Bar {
+            multi: self.multi.clone(),
+            bar,
+            started: Instant::now(),
+            shown: AtomicBool::new(false),
+        })
+    }
+}
+
+/// One directory's bar: hidden until the reading has gone on for a while.
+struct Bar {
+    multi: MultiProgress,
+    bar: ProgressBar,
+    started: Instant,
+    shown: AtomicBool,
+}
+
+impl HashTask for Bar {
+    fn advance(&self, bytes: u64) {
+        self.bar.inc(bytes);
+        if !self.shown.load(Ordering::Relaxed)
+            && self.started.elapsed() >= SHOW_AFTER
+            && !self.shown.swap(true, Ordering::Relaxed)
+        {
+            self.multi.add(self.bar.clone());
+        }
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if *self.shown.get_mut() {
+            self.bar.finish_and_clear();
+            self.multi.remove(&self.bar);
+        }
+    }
+}
