@@ -7,6 +7,10 @@
 //! (`AlreadyExists`, `PreconditionFailed`) distinguishable and converts into
 //! [`Error`] with `?`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -72,18 +76,31 @@ pub struct Versioned<T> {
 }
 
 /// An opened bucket: keys are relative to the granted URI and cannot leave it.
-#[derive(Debug)]
+/// Cheap to clone: clones share one host handle.
+#[derive(Debug, Clone)]
 pub struct Bucket {
-    inner: wit::Bucket,
+    inner: Rc<wit::Bucket>,
+}
+
+thread_local! {
+    // The buckets this instance has opened, by URI. An instance serves one
+    // object, and a batch (`verify --all-history`: every pin the object ever
+    // had) makes many calls on it: each opening its store anew cost a host
+    // call, a grant check and, on S3, a client, per call.
+    static OPENED: RefCell<HashMap<String, Rc<wit::Bucket>>> = RefCell::default();
 }
 
 impl Bucket {
     /// Open a URI the host granted (one named by a `storage-keys` locator key,
-    /// or anything under it).
+    /// or anything under it). Opening a URI this instance already opened
+    /// hands back the same handle.
     pub fn open(uri: &str) -> Result<Self, StorageError> {
-        Ok(Self {
-            inner: wit::Bucket::open(uri)?,
-        })
+        if let Some(inner) = OPENED.with(|o| o.borrow().get(uri).cloned()) {
+            return Ok(Self { inner });
+        }
+        let inner = Rc::new(wit::Bucket::open(uri)?);
+        OPENED.with(|o| o.borrow_mut().insert(uri.to_owned(), Rc::clone(&inner)));
+        Ok(Self { inner })
     }
 
     /// The URI the bucket was opened at.

@@ -519,14 +519,16 @@ fn read_object(root: &Dir, rel: &Path) -> io::Result<Option<(Vec<u8>, cap_std::f
     let Some((mut file, md)) = open_object(root, rel)? else {
         return Ok(None);
     };
-    // One spare byte, so the read that finds the end needs no new buffer;
-    // read through `Take` because `File::read_to_end` would stat and seek
-    // again for a size the metadata already gave (two syscalls per read, and
-    // `verify` reads a pin per call).
-    let mut data = Vec::with_capacity(md.len() as usize + 1);
-    Read::by_ref(&mut file)
-        .take(u64::MAX)
-        .read_to_end(&mut data)?;
+    // The size the metadata gave, and no more: writers replace an object by
+    // renaming a new file over it, never by growing it, so those bytes are
+    // the version `md` describes, and no further read is needed to find the
+    // end (`verify` reads a pin per call, a thousand for a long history).
+    // Read through `Take` because `File::read_to_end` would stat and seek
+    // again. A file that reports no size (procfs) is read to its end.
+    let len = md.len();
+    let limit = if len == 0 { u64::MAX } else { len };
+    let mut data = Vec::with_capacity(len as usize);
+    Read::by_ref(&mut file).take(limit).read_to_end(&mut data)?;
     Ok(Some((data, md)))
 }
 
