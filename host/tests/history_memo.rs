@@ -6,6 +6,8 @@
 //! commit is missed.
 //! Replaying never skips the stores: a pin deleted meanwhile is `missing`.
 //! A damaged memo, or one another tether wrote, is ignored and replaced.
+//! A history longer than one plugin instance's batch is verified in several
+//! batches, each commit still answered under its own label.
 
 mod support;
 
@@ -184,4 +186,65 @@ fn on_jj_a_replay_starts_one_jj_and_an_operation_walks_again() {
     let (code, out, replayed) = verify(&d);
     assert_eq!((code, replayed), (0, false), "{out}");
     assert_eq!(out.lines().count(), first.lines().count() + 1, "{out}");
+}
+
+#[test]
+fn a_long_history_is_verified_in_batches_each_commit_under_its_own_label() {
+    // 70 pins of one object: more than one instance's batch (64) on any
+    // machine, so two batches of 35 whatever the cores.
+    const COMMITS: usize = 70;
+    let d = Dataset::init();
+    let s = d.memory_store("s");
+    let system = format!("system={}", s.root.display());
+    let mut pins = Vec::new();
+    for n in 0..COMMITS {
+        s.write(json!({ "n": n }), &format!("write {n}"));
+        if n == 0 {
+            d.ok(&["add", "obj", "--kind", "memory", "--set", &system]);
+        }
+        d.ok(&["commit", "-m", &format!("commit {n}")]);
+        let pin = d.manifest("obj")["pin"]["ref"]
+            .as_str()
+            .expect("a pin")
+            .to_string();
+        pins.push((d.head()[..12].to_string(), pin));
+    }
+    // One pin in each batch goes behind tether's back (history is newest
+    // first, so the first batch holds the latest commits).
+    let gone = [&pins[3], &pins[COMMITS - 4]];
+    for (_, pin) in gone {
+        s.delete_tag(pin);
+    }
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(["verify", "--all-history"])
+        .env("RUST_LOG", "tether=debug")
+        .output()
+        .expect("run tether");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("verifying an object's pins") && l.contains("batches=2")),
+        "two batches:\n{}",
+        describe(&out)
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), COMMITS, "{stdout}");
+    for (rev, pin) in &pins {
+        let label = format!("{rev}:obj");
+        let line = stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(1).map(|w| w.trim_end_matches(':')) == Some(&label))
+            .unwrap_or_else(|| panic!("{label} reported:\n{stdout}"));
+        if gone.iter().any(|(r, _)| r == rev) {
+            assert_eq!(
+                line,
+                format!("missing {label}: tag {pin} is gone"),
+                "{stdout}"
+            );
+        } else {
+            assert_eq!(line, format!("ok {label}"), "{stdout}");
+        }
+    }
 }

@@ -208,9 +208,11 @@ pub(crate) fn subjects(
     Ok(subjects)
 }
 
-/// Ask the stores about every subject: one batch per object, so every pin
-/// it ever had is verified in one plugin instance, and the objects run
-/// concurrently. Each subject comes back with its report.
+/// Ask the stores about every subject: in batches of one object's pins, each
+/// batch verified in one plugin instance, and the batches run concurrently.
+/// An object's pins are split into several batches when there are too few
+/// objects to keep every core busy (see [`batch_size`]). Each subject comes
+/// back with its report.
 pub(crate) async fn check(
     repo: &Repo,
     subjects: Vec<Subject>,
@@ -226,6 +228,10 @@ pub(crate) async fn check(
         );
         groups.entry(object).or_default().push(s);
     }
+    let size = batch_size(
+        groups.values().map(Vec::len).sum(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
     for (object, group) in groups {
@@ -247,20 +253,31 @@ pub(crate) async fn check(
             }
             Err(e) => return Err(e),
         };
-        let items: Vec<(Value, Option<PinRef>)> = group
-            .iter()
-            .map(|s| {
-                (
-                    Value::Object(s.manifest.state.clone().unwrap_or_default()),
-                    pin_ref(&s.manifest),
-                )
-            })
-            .collect();
-        calls.push((
-            object,
-            async move { client.verify_batch(&items, deep).await },
-        ));
-        grouped.push(group);
+        let mut rest = group;
+        let lengths = batch_lengths(rest.len(), size);
+        tracing::debug!(
+            key = %rest[0].key,
+            checks = rest.len(),
+            batches = lengths.len(),
+            "verifying an object's pins"
+        );
+        for length in lengths {
+            let batch: Vec<Subject> = rest.drain(..length).collect();
+            let items: Vec<(Value, Option<PinRef>)> = batch
+                .iter()
+                .map(|s| {
+                    (
+                        Value::Object(s.manifest.state.clone().unwrap_or_default()),
+                        pin_ref(&s.manifest),
+                    )
+                })
+                .collect();
+            let client = client.clone();
+            calls.push((object.clone(), async move {
+                client.verify_batch(&items, deep).await
+            }));
+            grouped.push(batch);
+        }
     }
     for ((_, outcome), group) in fan_out(calls).await.results.into_iter().zip(grouped) {
         let outcomes: Vec<std::result::Result<VerifyReport, BackendError>> = match outcome {
@@ -274,6 +291,30 @@ pub(crate) async fn check(
     }
     Ok(out)
 }
+
+/// How many subjects one plugin instance verifies, of `total` on `cores`.
+///
+/// One batch per object would leave cores idle whenever there are fewer
+/// objects than cores (one object with a long history ran on one core), or
+/// a few more (five objects on two cores ran the fifth alone). Four batches
+/// per core keep them busy to the end; a batch is never smaller than
+/// [`MIN_BATCH`], since each pays for an instance of its own.
+fn batch_size(total: usize, cores: usize) -> usize {
+    total.div_ceil(cores.max(1) * 4).max(MIN_BATCH)
+}
+
+/// `len` subjects in batches of at most `size`, as equal as can be: 200 in
+/// batches of at most 125 are two of 100, not 125 and 75.
+fn batch_lengths(len: usize, size: usize) -> Vec<usize> {
+    let batches = len.div_ceil(size.max(1));
+    (0..batches)
+        .map(|i| len / batches + usize::from(i < len % batches))
+        .collect()
+}
+
+/// The fewest pins worth an instance: instantiating and configuring one
+/// costs about what verifying a few dozen local pins does.
+const MIN_BATCH: usize = 64;
 
 /// A backend's answer, or its failure as a report: a store that cannot be
 /// reached at all says the pin is `missing` when it is gone, and `unknown`
@@ -295,5 +336,35 @@ fn to_label_report(
             status: VerifyStatus::Unknown,
             message: format!("{key}: could not verify: {e}"),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_history_is_split_to_keep_every_core_busy() {
+        // The bench's 200 commits x 5 objects on two cores: ten batches of 100.
+        let size = batch_size(1000, 2);
+        assert_eq!(size, 125);
+        assert_eq!(batch_lengths(200, size), [100, 100]);
+        // One object with a long history uses every core.
+        assert_eq!(
+            batch_lengths(1000, batch_size(1000, 8)),
+            [vec![63; 8], vec![62; 8]].concat()
+        );
+        // Few pins stay in one instance; a batch is never below the minimum
+        // unless the object has fewer pins.
+        assert_eq!(batch_lengths(5, batch_size(5, 8)), [5]);
+        assert_eq!(batch_lengths(70, batch_size(70, 2)), [35, 35]);
+        assert_eq!(batch_lengths(0, 64), Vec::<usize>::new());
+        // Every subject lands in exactly one batch.
+        for (len, size) in [(1, 1), (7, 3), (129, 64), (1000, 125), (999, 64)] {
+            let lengths = batch_lengths(len, size);
+            assert_eq!(lengths.iter().sum::<usize>(), len);
+            assert!(lengths.iter().all(|&l| l <= size && l > 0));
+            assert!(lengths.iter().max().unwrap() - lengths.iter().min().unwrap() <= 1);
+        }
     }
 }
