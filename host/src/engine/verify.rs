@@ -211,7 +211,7 @@ pub(crate) fn subjects(
 /// Ask the stores about every subject: in batches of one object's pins, each
 /// batch verified in one plugin instance, and the batches run concurrently.
 /// An object's pins are split into several batches when there are too few
-/// objects to keep every core busy (see [`batch_size`]). Each subject comes
+/// objects to keep every worker thread busy (see [`batch_size`]). Each subject comes
 /// back with its report.
 pub(crate) async fn check(
     repo: &Repo,
@@ -228,10 +228,10 @@ pub(crate) async fn check(
         );
         groups.entry(object).or_default().push(s);
     }
-    let size = batch_size(
-        groups.values().map(Vec::len).sum(),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-    );
+    // The runtime's workers are the threads the fan-out runs on (one per
+    // core), and asking it costs nothing, unlike re-reading the cgroup limits.
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let size = batch_size(groups.values().map(Vec::len).sum(), workers);
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
     for (object, group) in groups {
@@ -292,15 +292,16 @@ pub(crate) async fn check(
     Ok(out)
 }
 
-/// How many subjects one plugin instance verifies, of `total` on `cores`.
+/// How many subjects one plugin instance verifies, of `total` on `workers`
+/// threads (one per core).
 ///
 /// One batch per object would leave cores idle whenever there are fewer
 /// objects than cores (one object with a long history ran on one core), or
 /// a few more (five objects on two cores ran the fifth alone). Four batches
-/// per core keep them busy to the end; a batch is never smaller than
+/// per worker keep them busy to the end; a batch is never smaller than
 /// [`MIN_BATCH`], since each pays for an instance of its own.
-fn batch_size(total: usize, cores: usize) -> usize {
-    total.div_ceil(cores.max(1) * 4).max(MIN_BATCH)
+fn batch_size(total: usize, workers: usize) -> usize {
+    total.div_ceil(workers.max(1) * 4).max(MIN_BATCH)
 }
 
 /// `len` subjects in batches of at most `size`, as equal as can be: 200 in
@@ -344,12 +345,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_long_history_is_split_to_keep_every_core_busy() {
+    fn a_long_history_is_split_to_keep_every_worker_busy() {
         // The bench's 200 commits x 5 objects on two cores: ten batches of 100.
         let size = batch_size(1000, 2);
         assert_eq!(size, 125);
         assert_eq!(batch_lengths(200, size), [100, 100]);
-        // One object with a long history uses every core.
+        // One object with a long history uses every worker.
         assert_eq!(
             batch_lengths(1000, batch_size(1000, 8)),
             [vec![63; 8], vec![62; 8]].concat()
