@@ -6,8 +6,9 @@
 //! per directory, plus its subdirectories. When the digest matches a
 //! remembered summary (the common case for an unchanged tree) that is all the
 //! walk ever needs: no `Entry` is built, so 100,000 files cost a few
-//! allocations per directory instead of 100,000 paths to allocate and free. On a miss the records are turned
-//! into the same entries `walk_all` returns, for the hash cache.
+//! allocations per directory instead of 100,000 paths to allocate and free.
+//! On a miss the records are turned into the same entries `walk_all`
+//! returns, for the hash cache.
 
 use std::path::Path;
 
