@@ -36,6 +36,7 @@ use serde_json::Value;
 use super::error::{Result, TetherError};
 use super::history::{self, ManifestSet};
 use super::repo::Repo;
+use crate::model::manifest::JsonMap;
 use crate::model::{Manifest, key};
 use crate::plugin::{BackendError, PinRef, VerifyReport, VerifyStatus, fan_out};
 
@@ -93,17 +94,19 @@ pub fn pin_ref(m: &Manifest) -> Option<PinRef> {
 }
 
 /// What identifies one check: the same kind, locator, state and pin are the
-/// same question to the store.
-fn subject_id(m: &Manifest) -> String {
-    // Serialised in place: `--all-history` asks this of every manifest of
-    // every commit, and cloning each locator and state cost more than the rest.
-    let id = (
+/// same question to the store. Borrowed from the manifest and compared as
+/// values (JSON maps hash and compare by content, whatever their key order):
+/// `--all-history` asks this of every manifest of every commit, and
+/// serialising each one cost more than the rest of the selection.
+type SubjectId<'a> = (&'a str, &'a JsonMap, Option<&'a JsonMap>, Option<&'a str>);
+
+fn subject_id(m: &Manifest) -> SubjectId<'_> {
+    (
         &m.kind,
         &m.locator,
-        &m.state,
-        m.pin.as_ref().map(|p| &p.r#ref),
-    );
-    serde_json::to_string(&id).unwrap_or_default()
+        m.state.as_ref(),
+        m.pin.as_ref().map(|p| p.r#ref.as_str()),
+    )
 }
 
 pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
@@ -158,23 +161,6 @@ pub(crate) fn subjects(
             "--rev and --all-history select different manifests: give one".into(),
         ));
     }
-    let mut subjects: Vec<Subject> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut add = |key: &str, m: &Arc<Manifest>, label: String| {
-        if !verifiable(m) {
-            return;
-        }
-        let id = subject_id(m);
-        let i = *index.entry(id).or_insert_with(|| {
-            subjects.push(Subject {
-                key: key.to_string(),
-                manifest: Arc::clone(m),
-                labels: Vec::new(),
-            });
-            subjects.len() - 1
-        });
-        subjects[i].labels.push(label);
-    };
     // (label prefix, manifests): every commit's sets, one commit's (each
     // side and base of a conflict), or the working tree's.
     let sources: Vec<(String, ManifestSet)> = if all_history {
@@ -198,11 +184,22 @@ pub(crate) fn subjects(
         .flat_map(|(_, set)| set.keys().map(String::as_str))
         .collect();
     let chosen: BTreeSet<String> = key::select_keys(keys, every_key)?.into_iter().collect();
+    let mut subjects: Vec<Subject> = Vec::new();
+    let mut index: HashMap<SubjectId, usize> = HashMap::new();
     for (prefix, set) in &sources {
         for (k, m) in set.iter() {
-            if chosen.contains(k) {
-                add(k, m, format!("{prefix}{k}"));
+            if !chosen.contains(k) || !verifiable(m) {
+                continue;
             }
+            let i = *index.entry(subject_id(m)).or_insert_with(|| {
+                subjects.push(Subject {
+                    key: k.clone(),
+                    manifest: Arc::clone(m),
+                    labels: Vec::new(),
+                });
+                subjects.len() - 1
+            });
+            subjects[i].labels.push(format!("{prefix}{k}"));
         }
     }
     Ok(subjects)
@@ -219,22 +216,14 @@ pub(crate) async fn check(
     deep: bool,
 ) -> Result<Vec<(Subject, LabelReport)>> {
     let mut out = Vec::new();
-    let mut groups: BTreeMap<(String, String), Vec<Subject>> = BTreeMap::new();
-    for s in subjects {
-        // Maps serialise in key order, so equal locators give equal strings.
-        let object = (
-            s.manifest.kind.clone(),
-            serde_json::to_string(&s.manifest.locator).unwrap_or_default(),
-        );
-        groups.entry(object).or_default().push(s);
-    }
+    let groups = by_object(subjects);
     // The runtime's workers are the threads the fan-out runs on (one per
     // core), and asking it costs nothing, unlike re-reading the cgroup limits.
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
-    let size = batch_size(groups.values().map(Vec::len).sum(), workers);
+    let size = batch_size(groups.iter().map(Vec::len).sum(), workers);
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
-    for (object, group) in groups {
+    for group in groups {
         // Per key: a git object's `remote` may come from its secrets.toml entry.
         let client = match repo
             .client_for_object(&group[0].key, &group[0].manifest)
@@ -273,9 +262,7 @@ pub(crate) async fn check(
                 })
                 .collect();
             let client = client.clone();
-            calls.push((object.clone(), async move {
-                client.verify_batch(&items, deep).await
-            }));
+            calls.push(((), async move { client.verify_batch(&items, deep).await }));
             grouped.push(batch);
         }
     }
@@ -290,6 +277,26 @@ pub(crate) async fn check(
         }
     }
     Ok(out)
+}
+
+/// Subjects grouped by object (kind and locator), in the order each object
+/// first appears: one plugin client serves each group.
+fn by_object(subjects: Vec<Subject>) -> Vec<Vec<Subject>> {
+    let mut index: HashMap<(&str, &JsonMap), usize> = HashMap::new();
+    let slots: Vec<usize> = subjects
+        .iter()
+        .map(|s| {
+            let next = index.len();
+            *index
+                .entry((s.manifest.kind.as_str(), &s.manifest.locator))
+                .or_insert(next)
+        })
+        .collect();
+    let mut groups: Vec<Vec<Subject>> = (0..index.len()).map(|_| Vec::new()).collect();
+    for (subject, slot) in subjects.into_iter().zip(slots) {
+        groups[slot].push(subject);
+    }
+    groups
 }
 
 /// How many subjects one plugin instance verifies, of `total` on `workers`
