@@ -10,7 +10,7 @@
 //! 3. `tether status` again once the dataset has 200 commits (its op log and
 //!    history grow with them), then `tether verify --all-history` on those
 //!    200 commits x 5 memory objects: first without the history memo
-//!    (`.tether/cache/history.json`, a walk of every commit), then as it runs
+//!    (`.tether/cache/history.bin`, a walk of every commit), then as it runs
 //!    again with history unchanged.
 //!
 //! With `TETHER_BENCH_KEEP=1` the datasets are left in the temporary
@@ -214,7 +214,7 @@ fn main() {
         "target: <= 5 ms",
         50,
     );
-    let memo = d.root().join(".tether/cache/history.json");
+    let memo = d.root().join(".tether/cache/history.bin");
     let t = b.median(&d, &["verify", "--all-history"], 10, 0, || {
         let _ = std::fs::remove_file(&memo);
     });

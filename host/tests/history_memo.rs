@@ -1,4 +1,4 @@
-//! The history memo (`.tether/cache/history.json`, `engine/history.rs`)
+//! The history memo (`.tether/cache/history.bin`, `engine/history.rs`)
 //! through the `tether` binary on git: a second `verify --all-history`
 //! replays the remembered walk (counted from the debug log, never timed),
 //! while anything that may change visible history (a commit, a new branch,
@@ -57,7 +57,7 @@ fn two_commits_in(vcs: Vcs) -> (Dataset, MemoryStore) {
 }
 
 fn memo_path(d: &Dataset) -> std::path::PathBuf {
-    d.root().join(".tether/cache/history.json")
+    d.root().join(".tether/cache/history.bin")
 }
 
 #[test]
@@ -137,21 +137,42 @@ fn a_damaged_or_foreign_memo_is_ignored_and_replaced() {
     let (_, want, _) = verify(&d);
     let path = memo_path(&d);
 
-    std::fs::write(&path, b"{\"format\": 1, \"commits\": [[").unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
     let (code, out, replayed) = verify(&d);
     assert_eq!((code, replayed), (0, false), "{out}");
     assert_eq!(out, want);
-    let memo: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("rewritten whole");
+    let rewritten = std::fs::read(&path).unwrap();
+    assert_eq!(rewritten, whole, "rewritten whole");
     assert!(verify(&d).2, "the rewritten memo is replayed");
 
     // Another tether's memo: its manifests may have been read by other rules.
-    let mut foreign = memo;
-    foreign["tether"] = json!("0.0.0-another");
-    std::fs::write(&path, serde_json::to_vec(&foreign).unwrap()).unwrap();
+    // Its version is the same length, so the rest of the file still decodes.
+    let version = env!("CARGO_PKG_VERSION").as_bytes();
+    let at = rewritten
+        .windows(version.len())
+        .position(|w| w == version)
+        .expect("the memo names its tether");
+    let mut foreign = rewritten.clone();
+    foreign[at] = if version[0] == b'9' { b'8' } else { b'9' };
+    std::fs::write(&path, &foreign).unwrap();
     let (code, out, replayed) = verify(&d);
     assert_eq!((code, replayed), (0, false), "{out}");
     assert_eq!(out, want);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        whole,
+        "replaced by this tether's"
+    );
+
+    // A memo from before the binary format is left for the new one, and
+    // removed once the new one is written.
+    let old = path.with_file_name("history.json");
+    std::fs::write(&old, b"{}").unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (code, out, replayed) = verify(&d);
+    assert_eq!((code, replayed), (0, false), "{out}");
+    assert!(path.is_file() && !old.exists());
 }
 
 /// On jj the key is the operation heads: a replay starts one jj process,

@@ -1,6 +1,6 @@
 //! Every visible commit's manifests, for the commands that read all of
 //! history (`verify --all-history`, `gc`, `fork`, `undo`, `recover`),
-//! remembered in `.tether/cache/history.json` between runs.
+//! remembered in `.tether/cache/history.bin` between runs.
 //!
 //! What a commit holds never changes (its id is a hash of it), so the memo
 //! keeps facts, not guesses:
@@ -18,6 +18,11 @@
 //! damaged, written by another tether version or for another prefix is
 //! ignored and replaced; it is a cache in the checkout's own
 //! `.tether/cache/`, which the VCS never tracks.
+//!
+//! The file is `postcard`, not JSON: every history command reads all of it
+//! first, and a thousand manifests parsed from JSON cost more than a
+//! thousand pins took to verify. Locators and states stay JSON text inside
+//! it (`serde_json` values need a self-describing format).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -32,10 +37,14 @@ use crate::model::{Manifest, Policy, fsutil};
 use crate::vcs::{CommitId, FileMap};
 
 /// The memo's file under `.tether/cache/`.
-pub const MEMO_FILE: &str = "history.json";
+pub const MEMO_FILE: &str = "history.bin";
+
+/// Where tethers before the binary memo kept it: removed when the new one
+/// is written, so a checkout does not carry both.
+const OLD_MEMO_FILE: &str = "history.json";
 
 /// Bumped whenever the memo's shape or meaning changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// One manifest set: key → manifest. Shared, not cloned: one set serves
 /// every commit that holds it, and each manifest every check that reads it.
@@ -47,9 +56,10 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
     let prefix = repo.vcs_path(&repo.layout.objects_dir());
     let path = repo.layout.cache_dir().join(MEMO_FILE);
     let key = repo.vcs.history_key()?;
-    let mut memo = Memo::read(&path, &prefix);
-    let mut sets: HashMap<String, ManifestSet> =
-        memo.as_mut().map(Memo::take_sets).unwrap_or_default();
+    let (memo, mut sets) = match Memo::read(&path, &prefix) {
+        Some((memo, sets)) => (Some(memo), sets),
+        None => (None, HashMap::new()),
+    };
 
     // The same key: the same commits, whose sets the memo already holds.
     if let (Some(memo), Some(key)) = (&memo, &key)
@@ -110,8 +120,11 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
                 .collect(),
         };
         // A cache: failing to write it costs the next run a walk, nothing more.
-        if let Err(e) = memo.write(&path) {
-            tracing::debug!("history memo not written: {e}");
+        match memo.write(&path) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(repo.layout.cache_dir().join(OLD_MEMO_FILE));
+            }
+            Err(e) => tracing::debug!("history memo not written: {e}"),
         }
     }
     Ok(out)
@@ -192,12 +205,13 @@ struct Memo {
 
 /// A manifest as the memo keeps it: its fields, read back without the
 /// validation [`Manifest::parse`] gave them when the VCS's bytes were parsed.
+/// The locator and state are JSON text.
 #[derive(Serialize, Deserialize)]
 struct MemoManifest {
     kind: String,
-    locator: JsonMap,
+    locator: String,
     policy: Policy,
-    state: Option<JsonMap>,
+    state: Option<String>,
     /// `(id, ref, created)`.
     pin: Option<(String, String, bool)>,
     recoverable: bool,
@@ -207,11 +221,12 @@ struct MemoManifest {
 
 impl From<&Manifest> for MemoManifest {
     fn from(m: &Manifest) -> Self {
+        let json = |map: &JsonMap| serde_json::to_string(map).unwrap_or_default();
         MemoManifest {
             kind: m.kind.clone(),
-            locator: m.locator.clone(),
+            locator: json(&m.locator),
             policy: m.policy,
-            state: m.state.clone(),
+            state: m.state.as_ref().map(json),
             pin: m
                 .pin
                 .as_ref()
@@ -223,13 +238,15 @@ impl From<&Manifest> for MemoManifest {
     }
 }
 
-impl From<MemoManifest> for Manifest {
-    fn from(m: MemoManifest) -> Self {
-        Manifest {
+impl TryFrom<MemoManifest> for Manifest {
+    type Error = serde_json::Error;
+
+    fn try_from(m: MemoManifest) -> std::result::Result<Self, Self::Error> {
+        Ok(Manifest {
             kind: m.kind,
-            locator: m.locator,
+            locator: serde_json::from_str(&m.locator)?,
             policy: m.policy,
-            state: m.state,
+            state: m.state.as_deref().map(serde_json::from_str).transpose()?,
             pin: m.pin.map(|(id, r#ref, created)| Pin { id, r#ref, created }),
             recoverable: m.recoverable,
             captured_at: m.captured_at,
@@ -238,37 +255,46 @@ impl From<MemoManifest> for Manifest {
             } else {
                 Origin::Adopted
             },
-        }
+        })
     }
 }
 
 impl Memo {
-    /// The memo at `path` when it is this tether's, for `prefix`, and whole.
-    fn read(path: &Path, prefix: &str) -> Option<Memo> {
+    /// The memo at `path` when it is this tether's, for `prefix`, and whole,
+    /// with its sets as manifests (taken out of it).
+    fn read(path: &Path, prefix: &str) -> Option<(Memo, HashMap<String, ManifestSet>)> {
         let bytes = std::fs::read(path).ok()?;
-        let memo: Memo = match serde_json::from_slice(&bytes) {
+        let ignore = |e: &dyn std::fmt::Display| {
+            tracing::debug!("ignoring history memo {}: {e}", path.display());
+        };
+        let mut memo: Memo = match postcard::from_bytes(&bytes) {
             Ok(m) => m,
             Err(e) => {
-                tracing::debug!("ignoring history memo {}: {e}", path.display());
+                ignore(&e);
                 return None;
             }
         };
-        (memo.format == FORMAT && memo.tether == env!("CARGO_PKG_VERSION") && memo.prefix == prefix)
-            .then_some(memo)
-    }
-
-    /// The sets, as manifests (taken out of the memo).
-    fn take_sets(&mut self) -> HashMap<String, ManifestSet> {
-        std::mem::take(&mut self.sets)
-            .into_iter()
-            .map(|(id, set)| {
-                let set = set
-                    .into_iter()
-                    .map(|(k, m)| (k, Arc::new(m.into())))
-                    .collect();
-                (id, Arc::new(set))
-            })
-            .collect()
+        if !(memo.format == FORMAT
+            && memo.tether == env!("CARGO_PKG_VERSION")
+            && memo.prefix == prefix)
+        {
+            return None;
+        }
+        let mut sets = HashMap::with_capacity(memo.sets.len());
+        for (id, set) in std::mem::take(&mut memo.sets) {
+            let mut manifests = BTreeMap::new();
+            for (k, m) in set {
+                match Manifest::try_from(m) {
+                    Ok(m) => manifests.insert(k, Arc::new(m)),
+                    Err(e) => {
+                        ignore(&e);
+                        return None;
+                    }
+                };
+            }
+            sets.insert(id, Arc::new(manifests));
+        }
+        Some((memo, sets))
     }
 
     /// The walk as remembered, `None` when a set it names is not at hand.
@@ -286,7 +312,7 @@ impl Memo {
     }
 
     fn write(&self, path: &Path) -> std::result::Result<(), String> {
-        let bytes = serde_json::to_vec(self).map_err(|e| e.to_string())?;
+        let bytes = postcard::to_allocvec(self).map_err(|e| e.to_string())?;
         fsutil::write_atomic(path, &bytes).map_err(|e| e.to_string())
     }
 }

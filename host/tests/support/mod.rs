@@ -389,7 +389,7 @@ impl Dataset {
         let mut h = Sha256::new();
         let root = self.root();
         for rel in files_under(&root, &root.join(".tether")) {
-            if [".tether/cache/history.json", ".tether/cache/drift.json"].contains(&rel.as_str()) {
+            if [".tether/cache/history.bin", ".tether/cache/drift.json"].contains(&rel.as_str()) {
                 continue;
             }
             h.update(rel.as_bytes());
