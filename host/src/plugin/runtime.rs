@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -149,15 +149,26 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// The process-wide runtime ([`Runtime::global`]).
+static GLOBAL: Mutex<Option<Runtime>> = Mutex::new(None);
+/// How many times [`GLOBAL`] was built: once, whoever asked first.
+static GLOBAL_BUILDS: AtomicU64 = AtomicU64::new(0);
+
 impl Runtime {
-    /// The process-wide runtime with the default configuration.
+    /// The process-wide runtime with the default configuration. Built once:
+    /// a caller that asks while another thread builds it waits for that one
+    /// (an engine reserves its pools and starts a ticker thread; a second
+    /// would be thrown away). A failed build is not kept, so the next caller
+    /// tries again and reports its own error.
     pub fn global() -> Result<Runtime, PluginError> {
-        static GLOBAL: OnceLock<Runtime> = OnceLock::new();
-        if let Some(rt) = GLOBAL.get() {
+        let mut slot = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(rt) = slot.as_ref() {
             return Ok(rt.clone());
         }
         let rt = Runtime::new(RuntimeConfig::default())?;
-        Ok(GLOBAL.get_or_init(|| rt).clone())
+        GLOBAL_BUILDS.fetch_add(1, Ordering::Relaxed);
+        *slot = Some(rt.clone());
+        Ok(rt)
     }
 
     /// A runtime with its own engine and limits.
@@ -611,7 +622,29 @@ fn start_epoch_ticker(engine: &Engine) {
 
 #[cfg(test)]
 mod tests {
-    use super::abi_compatible;
+    use std::sync::Arc;
+
+    use std::sync::atomic::Ordering;
+
+    use super::{GLOBAL_BUILDS, Runtime, abi_compatible};
+
+    #[test]
+    fn the_global_runtime_is_built_once_however_many_threads_ask() {
+        // Fan-out workers and the thread warming plugins may ask at once:
+        // all must end up with the one engine.
+        let runtimes: Vec<Runtime> = std::thread::scope(|s| {
+            let asking: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| Runtime::global().expect("an engine")))
+                .collect();
+            asking.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let first = &runtimes[0].shared;
+        assert!(runtimes.iter().all(|rt| Arc::ptr_eq(&rt.shared, first)));
+        assert!(Arc::ptr_eq(&Runtime::global().unwrap().shared, first));
+        // Not merely handed the same one: no other engine was built and
+        // thrown away (this test binary's other tests ask for it too).
+        assert_eq!(GLOBAL_BUILDS.load(Ordering::Relaxed), 1);
+    }
 
     #[test]
     fn every_0_1_patch_is_compatible_and_nothing_else() {
