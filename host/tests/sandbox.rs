@@ -423,6 +423,54 @@ fn a_second_runtime_on_the_same_cache_compiles_nothing() {
 }
 
 #[test]
+fn a_cached_descriptor_loads_a_plugin_without_starting_an_instance() {
+    block_on(async {
+        let cache = tempfile::tempdir().unwrap();
+        let config = || RuntimeConfig {
+            cache_root: cache.path().to_path_buf(),
+            ..RuntimeConfig::default()
+        };
+        let wasm = std::fs::read(first_party_plugin("tether_plugin_memory")).unwrap();
+        let first = Runtime::new(config()).unwrap();
+        let described = first
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(first.stats().instantiated, 1, "asked once, and cached");
+        assert_eq!(described.kind(), "memory");
+
+        let second = Runtime::new(config()).unwrap();
+        let cached = second
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(second.stats().instantiated, 0, "answered from the cache");
+        assert_eq!(cached.descriptor(), described.descriptor());
+
+        // A descriptor someone else could have written is not believed: the
+        // plugin is asked again, and its answer cached again.
+        use std::os::unix::fs::PermissionsExt;
+        let descriptors = cache.path().join("descriptors");
+        let file = std::fs::read_dir(&descriptors)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let third = Runtime::new(config()).unwrap();
+        let asked = third
+            .load_bytes(&wasm, PluginSource::BuiltIn)
+            .await
+            .unwrap();
+        assert_eq!(third.stats().instantiated, 1);
+        assert_eq!(asked.descriptor(), described.descriptor());
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "replaced by this host's own");
+    });
+}
+
+#[test]
 fn a_core_module_or_garbage_is_not_a_plugin() {
     block_on(async {
         let rt = runtime();

@@ -292,24 +292,33 @@ impl Runtime {
             digest: format!("sha256:{digest_hex}"),
             source,
         };
-        let descriptor = plugin
-            .describe_raw()
-            .await
-            .map_err(|e| PluginError::Describe {
-                source_name: source_name.clone(),
-                detail: e.to_string(),
-            })?;
-        validate_descriptor(&descriptor).map_err(|detail| PluginError::Describe {
-            source_name: source_name.clone(),
-            detail,
-        })?;
-        if super::cache::read_descriptor(&shared.config.cache_root, &digest_hex).as_ref()
-            != Some(&descriptor)
-            && let Err(e) =
-                super::cache::write_descriptor(&shared.config.cache_root, &digest_hex, &descriptor)
+        // `describe` is a pure function of the component: the descriptor this
+        // host cached for these bytes is its answer, with no instance started
+        // to ask again (same trust as the compiled code beside it).
+        let cache_root = &shared.config.cache_root;
+        let descriptor = match super::cache::read_descriptor(cache_root, &digest_hex)
+            .filter(|d| validate_descriptor(d).is_ok())
         {
-            tracing::debug!("could not cache the descriptor of {source_name}: {e}");
-        }
+            Some(cached) => cached,
+            None => {
+                let described = plugin
+                    .describe_raw()
+                    .await
+                    .map_err(|e| PluginError::Describe {
+                        source_name: source_name.clone(),
+                        detail: e.to_string(),
+                    })?;
+                validate_descriptor(&described).map_err(|detail| PluginError::Describe {
+                    source_name: source_name.clone(),
+                    detail,
+                })?;
+                if let Err(e) = super::cache::write_descriptor(cache_root, &digest_hex, &described)
+                {
+                    tracing::debug!("could not cache the descriptor of {source_name}: {e}");
+                }
+                described
+            }
+        };
         // Asked once at load: every call's preopens depend on it.
         if let Some(indices) = &describe_fs {
             plugin.filesystem_keys =
