@@ -349,8 +349,9 @@ impl Repo {
             return Ok(None);
         };
         let p = self.builtin(b).await?;
-        // The cache said which component serves `kind`; trust only what it
-        // describes itself as.
+        // The cache said which component serves `kind`: the plugin loaded
+        // must be that kind (its descriptor, cached or asked, is the one the
+        // runtime validated for these bytes).
         Ok((p.kind() == kind).then_some(p))
     }
 

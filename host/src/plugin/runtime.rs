@@ -632,7 +632,6 @@ fn start_epoch_ticker(engine: &Engine) {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-
     use std::sync::atomic::Ordering;
 
     use super::{GLOBAL_BUILDS, Runtime, abi_compatible};
