@@ -374,97 +374,85 @@ fn a_panic_is_reported_with_its_message_and_the_plugin_keeps_working() {
     });
 }
 
-#[test]
-fn a_second_runtime_on_the_same_cache_compiles_nothing() {
-    block_on(async {
-        let cache = tempfile::tempdir().unwrap();
-        let config = || RuntimeConfig {
-            cache_root: cache.path().to_path_buf(),
-            ..RuntimeConfig::default()
-        };
-        let wasm = std::fs::read(first_party_plugin("tether_plugin_memory")).unwrap();
-        let first = Runtime::new(config()).unwrap();
-        first
-            .load_bytes(&wasm, PluginSource::BuiltIn)
-            .await
-            .unwrap();
-        assert_eq!(
-            (first.stats().compiled, first.stats().loaded_from_cache),
-            (1, 0)
-        );
-        let second = Runtime::new(config()).unwrap();
-        second
-            .load_bytes(&wasm, PluginSource::BuiltIn)
-            .await
-            .unwrap();
-        assert_eq!(
-            (second.stats().compiled, second.stats().loaded_from_cache),
-            (0, 1)
-        );
-        // A cached file someone else could have written is never deserialized.
-        use std::os::unix::fs::PermissionsExt;
-        let cached = std::fs::read_dir(second.cache_dir())
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        std::fs::set_permissions(&cached, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let third = Runtime::new(config()).unwrap();
-        third
-            .load_bytes(&wasm, PluginSource::BuiltIn)
-            .await
-            .unwrap();
-        assert_eq!(
-            (third.stats().compiled, third.stats().loaded_from_cache),
-            (1, 0)
-        );
-    });
+/// A compiled-component cache of its own and the memory plugin's bytes:
+/// each runtime [`CacheOfItsOwn::load`] makes starts with nothing but the
+/// cache in common with the last.
+struct CacheOfItsOwn {
+    dir: tempfile::TempDir,
+    wasm: Vec<u8>,
 }
 
-#[test]
-fn a_cached_descriptor_loads_a_plugin_without_starting_an_instance() {
-    block_on(async {
-        let cache = tempfile::tempdir().unwrap();
-        let config = || RuntimeConfig {
-            cache_root: cache.path().to_path_buf(),
+impl CacheOfItsOwn {
+    fn new() -> Self {
+        CacheOfItsOwn {
+            dir: tempfile::tempdir().unwrap(),
+            wasm: std::fs::read(first_party_plugin("tether_plugin_memory")).unwrap(),
+        }
+    }
+
+    /// A new runtime on the cache, and the plugin it loaded.
+    async fn load(&self) -> (Runtime, Arc<Plugin>) {
+        let rt = Runtime::new(RuntimeConfig {
+            cache_root: self.dir.path().to_path_buf(),
             ..RuntimeConfig::default()
-        };
-        let wasm = std::fs::read(first_party_plugin("tether_plugin_memory")).unwrap();
-        let first = Runtime::new(config()).unwrap();
-        let described = first
-            .load_bytes(&wasm, PluginSource::BuiltIn)
+        })
+        .unwrap();
+        let plugin = rt
+            .load_bytes(&self.wasm, PluginSource::BuiltIn)
             .await
             .unwrap();
-        assert_eq!(first.stats().instantiated, 1, "asked once, and cached");
-        assert_eq!(described.kind(), "memory");
+        (rt, plugin)
+    }
 
-        let second = Runtime::new(config()).unwrap();
-        let cached = second
-            .load_bytes(&wasm, PluginSource::BuiltIn)
-            .await
-            .unwrap();
-        assert_eq!(second.stats().instantiated, 0, "answered from the cache");
-        assert_eq!(cached.descriptor(), described.descriptor());
-
-        // A descriptor someone else could have written is not believed: the
-        // plugin is asked again, and its answer cached again.
+    /// Make the one file under `sub` writable by anyone; its path.
+    fn loosen(&self, sub: &Path) -> std::path::PathBuf {
         use std::os::unix::fs::PermissionsExt;
-        let descriptors = cache.path().join("descriptors");
-        let file = std::fs::read_dir(&descriptors)
+        let file = std::fs::read_dir(sub)
             .unwrap()
             .next()
             .unwrap()
             .unwrap()
             .path();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let third = Runtime::new(config()).unwrap();
-        let asked = third
-            .load_bytes(&wasm, PluginSource::BuiltIn)
-            .await
-            .unwrap();
+        file
+    }
+}
+
+#[test]
+fn a_second_runtime_on_the_same_cache_compiles_nothing() {
+    block_on(async {
+        let cache = CacheOfItsOwn::new();
+        let compiles = |rt: &Runtime| (rt.stats().compiled, rt.stats().loaded_from_cache);
+        let (first, _) = cache.load().await;
+        assert_eq!(compiles(&first), (1, 0));
+        let (second, _) = cache.load().await;
+        assert_eq!(compiles(&second), (0, 1));
+        // A cached file someone else could have written is never deserialized.
+        cache.loosen(second.cache_dir());
+        let (third, _) = cache.load().await;
+        assert_eq!(compiles(&third), (1, 0));
+    });
+}
+
+#[test]
+fn a_cached_descriptor_loads_a_plugin_without_starting_an_instance() {
+    block_on(async {
+        let cache = CacheOfItsOwn::new();
+        let (first, described) = cache.load().await;
+        assert_eq!(first.stats().instantiated, 1, "asked once, and cached");
+        assert_eq!(described.kind(), "memory");
+
+        let (second, cached) = cache.load().await;
+        assert_eq!(second.stats().instantiated, 0, "answered from the cache");
+        assert_eq!(cached.descriptor(), described.descriptor());
+
+        // A descriptor someone else could have written is not believed: the
+        // plugin is asked again, and its answer cached again.
+        let file = cache.loosen(&cache.dir.path().join("descriptors"));
+        let (third, asked) = cache.load().await;
         assert_eq!(third.stats().instantiated, 1);
         assert_eq!(asked.descriptor(), described.descriptor());
+        use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "replaced by this host's own");
     });
