@@ -165,8 +165,8 @@ fn a_damaged_or_foreign_memo_is_ignored_and_replaced() {
         "replaced by this tether's"
     );
 
-    // A memo from before the binary format is left for the new one, and
-    // removed once the new one is written.
+    // A `history.json` from before the binary format is never read, and is
+    // removed once the new memo is written.
     let old = path.with_file_name("history.json");
     std::fs::write(&old, b"{}").unwrap();
     std::fs::remove_file(&path).unwrap();
