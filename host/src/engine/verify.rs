@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::error::{Result, TetherError};
 use super::history::{self, ManifestSet};
@@ -252,17 +251,19 @@ pub(crate) async fn check(
         );
         for length in lengths {
             let batch: Vec<Subject> = rest.drain(..length).collect();
-            let items: Vec<(Value, Option<PinRef>)> = batch
-                .iter()
-                .map(|s| {
-                    (
-                        Value::Object(s.manifest.state.clone().unwrap_or_default()),
-                        pin_ref(&s.manifest),
-                    )
-                })
-                .collect();
+            // The batch's own manifests, shared: their states are sent as
+            // they are, not copied (every subject has one: `verifiable`).
+            let manifests: Vec<Arc<Manifest>> =
+                batch.iter().map(|s| Arc::clone(&s.manifest)).collect();
             let client = client.clone();
-            calls.push(((), async move { client.verify_batch(&items, deep).await }));
+            calls.push(((), async move {
+                let empty = JsonMap::new();
+                let items: Vec<(&JsonMap, Option<PinRef>)> = manifests
+                    .iter()
+                    .map(|m| (m.state.as_ref().unwrap_or(&empty), pin_ref(m)))
+                    .collect();
+                client.verify_batch(&items, deep).await
+            }));
             grouped.push(batch);
         }
     }

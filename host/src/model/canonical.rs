@@ -7,7 +7,7 @@
 //! map type, so a `preserve_order` feature enabled anywhere in the dependency
 //! graph cannot change the format.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The canonical JSON text of `value`.
 pub fn to_string(value: &Value) -> String {
@@ -16,23 +16,17 @@ pub fn to_string(value: &Value) -> String {
     out
 }
 
+/// The canonical JSON text of an object, without making it a [`Value`]
+/// first (a manifest's state is a map, and `verify` sends thousands).
+pub fn map_to_string(map: &Map<String, Value>) -> String {
+    let mut out = String::new();
+    write_map(map, &mut out);
+    out
+}
+
 fn write(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            // `str` ordering is byte ordering, which for UTF-8 is code point order.
-            entries.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write(v, out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_map(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, v) in items.iter().enumerate() {
@@ -45,6 +39,23 @@ fn write(value: &Value, out: &mut String) {
         }
         scalar => out.push_str(&scalar.to_string()),
     }
+}
+
+fn write_map(map: &Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    // `str` ordering is byte ordering, which for UTF-8 is code point order.
+    entries.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // serde_json's escaping; a `str` serialises infallibly.
+        out.push_str(&serde_json::to_string(k.as_str()).unwrap_or_default());
+        out.push(':');
+        write(v, out);
+    }
+    out.push('}');
 }
 
 /// Parse JSON text a plugin returned, naming what it was in the error.
@@ -76,6 +87,12 @@ mod tests {
         assert_eq!(
             to_string(&json!({"n": {"y": 0, "x": -1}})),
             r#"{"n":{"x":-1,"y":0}}"#
+        );
+        let map = json!({"é\"": {"b": [1], "a": null}, "A": "x"});
+        assert_eq!(
+            map_to_string(map.as_object().unwrap()),
+            to_string(&map),
+            "a map and the same map as a value are one text"
         );
     }
 }

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::model::canonical;
+
 use super::bindings::backend_iface;
 use super::bindings::types as wit;
 use super::error::BackendError;
@@ -415,15 +417,22 @@ impl ObjectClient {
     }
 
     /// Verify many (state, pin) pairs of this object in one instance, in
-    /// order; one result per pair.
+    /// order; one result per pair. The states are manifests' own maps,
+    /// written as JSON without being copied into a [`Value`] first.
     pub async fn verify_batch(
         &self,
-        items: &[(Value, Option<PinRef>)],
+        items: &[(&Map<String, Value>, Option<PinRef>)],
         deep: bool,
     ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
         let calls = items
             .iter()
-            .map(|(state, pin)| Call::Verify(json_in(state), pin.as_ref().map(Into::into), deep))
+            .map(|(state, pin)| {
+                Call::Verify(
+                    canonical::map_to_string(state),
+                    pin.as_ref().map(Into::into),
+                    deep,
+                )
+            })
             .collect();
         let tree = self.tree();
         let replies = run_batch(
