@@ -183,8 +183,11 @@ pub(crate) fn subjects(
         .flat_map(|(_, set)| set.keys().map(String::as_str))
         .collect();
     let chosen: BTreeSet<String> = key::select_keys(keys, every_key)?.into_iter().collect();
-    let mut subjects: Vec<Subject> = Vec::new();
-    let mut index: HashMap<SubjectId, usize> = HashMap::new();
+    // Sized for every manifest read: grown instead, the index rehashed its
+    // entries several times over, and hashing one walks its maps.
+    let most: usize = sources.iter().map(|(_, set)| set.len()).sum();
+    let mut subjects: Vec<Subject> = Vec::with_capacity(most);
+    let mut index: HashMap<SubjectId, usize> = HashMap::with_capacity(most);
     for (prefix, set) in &sources {
         for (k, m) in set.iter() {
             if !chosen.contains(k) || !verifiable(m) {
