@@ -23,8 +23,8 @@
 //!    `file = "immutable"` object refuses the whole pull
 //!    (`ImmutableObjectModified`): accepting it is a re-registration.
 //! 4. What moved is pinned or recorded exactly as `commit` would
-//!    ([`commit::write_action`]), written and committed on the bookmark
-//!    through `commit`'s own write half ([`commit::land`]): only those
+//!    (`commit::write_action`), written and committed on the bookmark
+//!    through `commit`'s own write half (`commit::land`): only those
 //!    objects' manifests and listings, journaled as a `pull` entry, new pins
 //!    added to the pinned index. Nothing moved: nothing is written.
 //!

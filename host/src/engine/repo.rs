@@ -164,7 +164,7 @@ impl Repo {
 
     /// The manifests a commit recorded; a conflicted jj commit whose sides
     /// disagree on one is refused
-    /// ([`history::manifest_sets_at`](super::history::manifest_sets_at) gives
+    /// (`history::manifest_sets_at` gives
     /// every side, for the callers that count them all).
     pub fn manifests_at(
         &self,

@@ -63,7 +63,7 @@ fn render(failures: &[(String, BackendError)]) -> String {
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Run one future per object concurrently on the tokio runtime, at most
-/// [`MAX_IN_FLIGHT`] at a time.
+/// `MAX_IN_FLIGHT` at a time.
 pub async fn fan_out<K, T, F>(calls: impl IntoIterator<Item = (K, F)>) -> FanOut<K, T>
 where
     K: Send + 'static,

@@ -80,7 +80,7 @@ pub struct RuntimeStats {
     pub instantiated: AtomicU64,
 }
 
-/// A snapshot of [`RuntimeStats`].
+/// A snapshot of the runtime's counters (`RuntimeStats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct StatsSnapshot {
     pub compiled: u64,

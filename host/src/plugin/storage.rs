@@ -489,7 +489,7 @@ impl Bucket {
 
     /// The whole object, or `None` when the key does not exist. On object
     /// stores the empty key reads the object at the bucket's URI itself
-    /// (see [`check_read_key`](Self::check_read_key)).
+    /// (see `check_read_key`).
     pub async fn get(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
         self.check_read_key(key)?;
         match &self.backend {

@@ -51,7 +51,7 @@
 //!
 //! # The hash cache
 //!
-//! See [`cache`]: keyed per absolute path by `(size, mtime_ns, ctime_ns,
+//! See the `cache` module: keyed per absolute path by `(size, mtime_ns, ctime_ns,
 //! inode)`, kept in the dataset's `.tether/cache/file-hashes.json` when the
 //! call names one, in memory (per process) otherwise; a file modified within
 //! two seconds of now is always re-read.
@@ -986,7 +986,7 @@ impl Tree {
     /// hashed walk, reduced natively, so no entry crosses the boundary.
     /// Without a listing, a walk that matches the one a remembered summary
     /// was made from gets that summary, and the hash cache is not read
-    /// ([`summaries`]).
+    /// (the `summaries` module).
     pub fn summarize(&self, root: &str, listing: bool) -> Result<Summary, TreeError> {
         let root = self.inner.grants.check_resolved(root)?;
         if listing {

@@ -3,7 +3,7 @@
 //! Everything here is in-process: no git subprocess on the hot path. The exceptions are
 //! the user's commit hooks, which [`GitVcs::commit_paths`] runs as `git commit` would
 //! (the spec: "a refusing pre-commit hook stops the dataset commit and leaves nothing
-//! staged"), and the once-per-process `git --version` of [`require_git_version`].
+//! staged"), and the once-per-process `git --version` of `require_git_version`.
 //!
 //! The repository is opened explicitly from a directory, never from `GIT_DIR` and
 //! friends (see [`VcsEnv`]): a hook that runs tether must still reach the dataset's
