@@ -6,7 +6,7 @@
 //! - `setup`: install what building and testing need (idempotent).
 //! - `build-plugins`: build the first-party and the test-only plugins.
 //! - `demo`: set up, build, and run the main job.
-//! - `test`: set up, then every check CI runs (fmt, clippy, tests).
+//! - `test`: set up, then every check CI runs (fmt, clippy, docs, tests).
 //! - `bench`: the benchmarks, in release mode.
 //! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
 //!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
@@ -305,7 +305,8 @@ fn memory_write(
     Ok(id)
 }
 
-/// Everything CI checks: formatting, lints in both workspaces, every test.
+/// Everything CI checks: formatting, lints in every workspace, the host's
+/// docs (no broken or private links), every test.
 fn test(extra: &[String]) -> Result<()> {
     setup()?;
     let root = root();
@@ -326,6 +327,12 @@ fn test(extra: &[String]) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    // The API docs a newcomer opens: a link to a private or renamed item
+    // fails here instead of rendering dead.
+    run(cargo()
+        .current_dir(&root)
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .args(["doc", "--workspace", "--no-deps"]))?;
     run(cargo()
         .current_dir(root.join("plugins"))
         .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
