@@ -8,6 +8,7 @@
 //! A damaged memo, or one another tether wrote, is ignored and replaced.
 //! A history longer than one plugin instance's batch is verified in several
 //! batches, each commit still answered under its own label.
+//! A manifest unchanged across commits is kept, and read back, once.
 
 mod support;
 
@@ -267,5 +268,96 @@ fn a_long_history_is_verified_in_batches_each_commit_under_its_own_label() {
         } else {
             assert_eq!(line, format!("ok {label}"), "{stdout}");
         }
+    }
+}
+
+/// The number a debug line with `message` gives its `manifests` field.
+fn manifests_logged(log: &str, message: &str) -> Option<usize> {
+    let line = log.lines().find(|l| l.contains(message))?;
+    let rest = &line[line.find("manifests=")? + "manifests=".len()..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_manifest_unchanged_across_commits_is_kept_once_and_each_commit_still_answers() {
+    // Two objects; three commits, the second and third changing only `a`:
+    // six manifests in history, four distinct (a1, a2, a3, b1).
+    let d = Dataset::init();
+    let (sa, sb) = (d.memory_store("a"), d.memory_store("b"));
+    sa.write(json!({"n": 1}), "a1");
+    sb.write(json!({"n": 1}), "b1");
+    for (key, s) in [("a", &sa), ("b", &sb)] {
+        let system = format!("system={}", s.root.display());
+        d.ok(&["add", key, "--kind", "memory", "--set", &system]);
+    }
+    d.ok(&["commit", "-m", "both"]);
+    let mut revs = vec![d.head()[..12].to_string()];
+    for n in 2..=3 {
+        sa.write(json!({ "n": n }), &format!("a{n}"));
+        d.ok(&["commit", "-m", &format!("a{n}")]);
+        revs.push(d.head()[..12].to_string());
+    }
+
+    let run = || {
+        d.command(env!("CARGO_BIN_EXE_tether"), &d.root())
+            .args(["verify", "--all-history"])
+            .env("RUST_LOG", "tether=debug")
+            .output()
+            .expect("run tether")
+    };
+    let walked = run();
+    let log = String::from_utf8_lossy(&walked.stderr);
+    assert!(log.contains("history walked"), "{}", describe(&walked));
+    assert_eq!(
+        manifests_logged(&log, "history memo made"),
+        Some(4),
+        "each distinct manifest once:\n{log}"
+    );
+    let replayed = run();
+    let log = String::from_utf8_lossy(&replayed.stderr);
+    assert!(
+        log.contains("history memo replayed"),
+        "{}",
+        describe(&replayed)
+    );
+    assert_eq!(
+        manifests_logged(&log, "history memo read"),
+        Some(4),
+        "and read back once:\n{log}"
+    );
+
+    // Shared or not, every commit answers for every object it holds.
+    for out in [&walked, &replayed] {
+        assert_eq!(out.status.code(), Some(0), "{}", describe(out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 6, "{stdout}");
+        for rev in &revs {
+            for key in ["a", "b"] {
+                assert!(
+                    stdout.lines().any(|l| l == format!("ok {rev}:{key}")),
+                    "{rev}:{key} in\n{stdout}"
+                );
+            }
+        }
+    }
+    assert_eq!(walked.stdout, replayed.stdout);
+
+    // `b`'s one pin, deleted behind tether's back, is missing at every
+    // commit that holds it, not only at the first one read.
+    let tag = sb.tags().into_iter().next().expect("b's pin");
+    sb.delete_tag(&tag);
+    let out = run();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for rev in &revs {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("missing ") && l.contains(&format!("{rev}:b"))),
+            "{rev}:b missing in\n{stdout}"
+        );
     }
 }

@@ -7,7 +7,10 @@
 //!
 //! - per commit, the ids of its manifest sets (`files_id`: git's tree id of
 //!   `.tether/objects/`, one per side and base of a conflicted jj commit);
-//! - per manifest set, its manifests, parsed (the same id is the same bytes).
+//! - per manifest set, its manifests, parsed (the same id is the same bytes);
+//! - each distinct manifest once, however many sets hold it: most commits
+//!   change a few objects, so most of a set is its parent's. Read back, the
+//!   sets share one [`Manifest`] per distinct one, as they do after a walk.
 //!
 //! Which commits are visible, and in what order, is reused only while the
 //! VCS's [`history_key`](crate::vcs::Vcs::history_key) is the one the walk was
@@ -24,6 +27,7 @@
 //! from JSON, 0.6 ms from postcard. Locators and states stay JSON text
 //! inside it (`serde_json` values need a self-describing format).
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -44,7 +48,7 @@ pub const MEMO_FILE: &str = "history.bin";
 const OLD_MEMO_FILE: &str = "history.json";
 
 /// Bumped whenever the memo's shape or meaning changes.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// One manifest set: key → manifest. Shared, not cloned: one set serves
 /// every commit that holds it, and each manifest every check that reads it.
@@ -73,6 +77,7 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
     let mut commits: Vec<(String, Vec<String>)> = Vec::new();
     let mut out = Vec::new();
     let mut parsed_any = false;
+    let mut shared = Interner::default();
     for commit in repo.vcs.history(&prefix)? {
         let commit = commit?;
         let mut ids = Vec::new();
@@ -80,7 +85,7 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
             let set = match sets.get(files_id) {
                 Some(set) => Arc::clone(set),
                 None => {
-                    let set = Arc::new(parse_manifest_files(&prefix, files)?);
+                    let set = Arc::new(shared.parse(&prefix, files)?);
                     sets.insert(files_id.to_owned(), Arc::clone(&set));
                     parsed_any = true;
                     set
@@ -102,25 +107,8 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
             .flat_map(|(_, ids)| ids.iter())
             .filter_map(|id| sets.get(id).map(|s| (id.clone(), s)))
             .collect();
-        let memo = Memo {
-            format: FORMAT,
-            tether: env!("CARGO_PKG_VERSION").to_owned(),
-            prefix: prefix.clone(),
-            key,
-            commits,
-            sets: keep
-                .into_iter()
-                .map(|(id, set)| {
-                    let set = set
-                        .iter()
-                        .map(|(k, m)| (k.clone(), MemoManifest::from(&**m)))
-                        .collect();
-                    (id, set)
-                })
-                .collect(),
-        };
         // A cache: failing to write it costs the next run a walk, nothing more.
-        match memo.write(&path) {
+        match Memo::new(prefix.clone(), key, commits, keep).and_then(|memo| memo.write(&path)) {
             Ok(()) => {
                 let _ = std::fs::remove_file(repo.layout.cache_dir().join(OLD_MEMO_FILE));
             }
@@ -174,17 +162,51 @@ fn parse_manifest_files(prefix: &str, files: &FileMap) -> Result<BTreeMap<String
 fn parse_manifests(prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Manifest>> {
     let mut out = BTreeMap::new();
     for (path, bytes) in files {
-        let Some(rel) = path.strip_prefix(&format!("{prefix}/")) else {
-            continue;
-        };
-        let Some(key) = rel.strip_suffix(".toml") else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(bytes);
-        let m = Manifest::parse(&text, key, Path::new(path))?;
-        out.insert(key.to_string(), m);
+        if let Some(key) = manifest_key(prefix, path) {
+            out.insert(key.to_string(), parse_manifest(key, path, bytes)?);
+        }
     }
     Ok(out)
+}
+
+/// The object key of a manifest's VCS path, `None` for any other file.
+fn manifest_key<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
+    path.strip_prefix(prefix)?
+        .strip_prefix('/')?
+        .strip_suffix(".toml")
+}
+
+fn parse_manifest(key: &str, path: &str, bytes: &[u8]) -> Result<Manifest> {
+    let text = String::from_utf8_lossy(bytes);
+    Ok(Manifest::parse(&text, key, Path::new(path))?)
+}
+
+/// The manifests of one walk, shared by content: a commit that changes one
+/// object repeats its parent's other manifests byte for byte, and each of
+/// those is parsed once and held once however many sets hold it.
+#[derive(Default)]
+struct Interner {
+    seen: HashMap<(String, Arc<[u8]>), Arc<Manifest>>,
+}
+
+impl Interner {
+    /// [`parse_manifest_files`], sharing what an earlier set parsed.
+    fn parse(&mut self, prefix: &str, files: &FileMap) -> Result<BTreeMap<String, Arc<Manifest>>> {
+        let mut out = BTreeMap::new();
+        for (path, bytes) in files {
+            let Some(key) = manifest_key(prefix, path) else {
+                continue;
+            };
+            let m = match self.seen.entry((path.clone(), Arc::clone(bytes))) {
+                Entry::Occupied(e) => Arc::clone(e.get()),
+                Entry::Vacant(e) => {
+                    Arc::clone(e.insert(Arc::new(parse_manifest(key, path, bytes)?)))
+                }
+            };
+            out.insert(key.to_string(), m);
+        }
+        Ok(out)
+    }
 }
 
 /// The memo file's content.
@@ -199,8 +221,10 @@ struct Memo {
     key: Option<String>,
     /// Visible commits in walk order, each with its manifest set ids.
     commits: Vec<(String, Vec<String>)>,
-    /// Manifest set id → key → manifest.
-    sets: BTreeMap<String, BTreeMap<String, MemoManifest>>,
+    /// Every distinct manifest the sets hold, once.
+    manifests: Vec<MemoManifest>,
+    /// Manifest set id → key → index into `manifests`.
+    sets: BTreeMap<String, BTreeMap<String, u32>>,
 }
 
 /// A manifest as the memo keeps it: its fields, read back without the
@@ -260,8 +284,48 @@ impl TryFrom<MemoManifest> for Manifest {
 }
 
 impl Memo {
+    /// The memo of a walk: `sets` are those its commits name, each distinct
+    /// manifest stored once.
+    fn new(
+        prefix: String,
+        key: Option<String>,
+        commits: Vec<(String, Vec<String>)>,
+        sets: BTreeMap<String, &ManifestSet>,
+    ) -> std::result::Result<Memo, String> {
+        let mut manifests = Vec::new();
+        // Told apart by their encoding, so equal manifests from different
+        // reads (an older memo's and this walk's) are one entry too.
+        let mut index: HashMap<Vec<u8>, u32> = HashMap::new();
+        let mut memo_sets = BTreeMap::new();
+        for (id, set) in sets {
+            let mut entries = BTreeMap::new();
+            for (k, m) in set.iter() {
+                let m = MemoManifest::from(&**m);
+                let bytes = postcard::to_allocvec(&m).map_err(|e| e.to_string())?;
+                let next = u32::try_from(manifests.len()).map_err(|e| e.to_string())?;
+                let i = *index.entry(bytes).or_insert_with(|| {
+                    manifests.push(m);
+                    next
+                });
+                entries.insert(k.clone(), i);
+            }
+            memo_sets.insert(id, entries);
+        }
+        tracing::debug!(manifests = manifests.len(), "history memo made");
+        Ok(Memo {
+            format: FORMAT,
+            tether: env!("CARGO_PKG_VERSION").to_owned(),
+            prefix,
+            key,
+            commits,
+            manifests,
+            sets: memo_sets,
+        })
+    }
+
     /// The memo at `path` when it is this tether's, for `prefix`, and whole,
-    /// with its sets as manifests (taken out of it).
+    /// with its sets as manifests (taken out of it), each distinct manifest
+    /// parsed once and shared.
     fn read(path: &Path, prefix: &str) -> Option<(Memo, HashMap<String, ManifestSet>)> {
         let bytes = std::fs::read(path).ok()?;
         let ignore = |e: &dyn std::fmt::Display| {
@@ -280,20 +344,29 @@ impl Memo {
         {
             return None;
         }
+        let mut shared = Vec::with_capacity(memo.manifests.len());
+        for m in std::mem::take(&mut memo.manifests) {
+            match Manifest::try_from(m) {
+                Ok(m) => shared.push(Arc::new(m)),
+                Err(e) => {
+                    ignore(&e);
+                    return None;
+                }
+            }
+        }
         let mut sets = HashMap::with_capacity(memo.sets.len());
         for (id, set) in std::mem::take(&mut memo.sets) {
             let mut manifests = BTreeMap::new();
-            for (k, m) in set {
-                match Manifest::try_from(m) {
-                    Ok(m) => manifests.insert(k, Arc::new(m)),
-                    Err(e) => {
-                        ignore(&e);
-                        return None;
-                    }
+            for (k, i) in set {
+                let Some(m) = usize::try_from(i).ok().and_then(|i| shared.get(i)) else {
+                    ignore(&format!("set {id} names manifest {i} of {}", shared.len()));
+                    return None;
                 };
+                manifests.insert(k, Arc::clone(m));
             }
             sets.insert(id, Arc::new(manifests));
         }
+        tracing::debug!(manifests = shared.len(), "history memo read");
         Some((memo, sets))
     }
 

@@ -6,7 +6,8 @@
 //!   (labels `<rev12>:<key>`); a conflicted jj commit's are every side's and
 //!   base's. History is read in one streaming walk
 //!   ([`Vcs::history`](crate::vcs::Vcs::history)); a commit whose manifests
-//!   are byte-identical to one already read is not parsed again.
+//!   are byte-identical to one already read is not parsed again, nor is a
+//!   manifest another commit holds unchanged.
 //! - Which objects: per "Selecting objects" in the spec, from the manifests
 //!   read (with `--all-history`, from every key history has had).
 //! - Each distinct `(kind, locator, state, pin)` is verified once, however
@@ -188,9 +189,16 @@ pub(crate) fn subjects(
     let most: usize = sources.iter().map(|(_, set)| set.len()).sum();
     let mut subjects: Vec<Subject> = Vec::with_capacity(most);
     let mut index: HashMap<SubjectId, usize> = HashMap::with_capacity(most);
+    // History's sets share one manifest among every commit that holds it
+    // unchanged: one seen before is found by address, without hashing it.
+    let mut by_address: HashMap<*const Manifest, usize> = HashMap::with_capacity(most);
     for (prefix, set) in &sources {
         for (k, m) in set.iter() {
             if !chosen.contains(k) || !verifiable(m) {
+                continue;
+            }
+            if let Some(&i) = by_address.get(&Arc::as_ptr(m)) {
+                subjects[i].labels.push(format!("{prefix}{k}"));
                 continue;
             }
             let i = *index.entry(subject_id(m)).or_insert_with(|| {
@@ -201,6 +209,7 @@ pub(crate) fn subjects(
                 });
                 subjects.len() - 1
             });
+            by_address.insert(Arc::as_ptr(m), i);
             subjects[i].labels.push(format!("{prefix}{k}"));
         }
     }
