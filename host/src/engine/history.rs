@@ -389,3 +389,69 @@ impl Memo {
         fsutil::write_atomic(path, &bytes).map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(system: &str, snapshot: &str) -> Arc<Manifest> {
+        let locator = serde_json::json!({ "system": system });
+        let mut m = Manifest::new(
+            "memory",
+            locator.as_object().unwrap().clone(),
+            Policy::default(),
+        );
+        let state = serde_json::json!({ "snapshot_id": snapshot });
+        m.state = Some(state.as_object().unwrap().clone());
+        Arc::new(m)
+    }
+
+    fn set(entries: &[(&str, &Arc<Manifest>)]) -> ManifestSet {
+        Arc::new(
+            entries
+                .iter()
+                .map(|(k, m)| (k.to_string(), Arc::clone(m)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_memo_keeps_a_manifest_once_and_its_sets_share_it_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MEMO_FILE);
+        let (a1, a2) = (manifest("/a", "1"), manifest("/a", "2"));
+        // `b` as a second, separately parsed copy: equal content, not the same Arc.
+        let (b, b_again) = (manifest("/b", "1"), manifest("/b", "1"));
+        let (s1, s2) = (
+            set(&[("a", &a1), ("b", &b)]),
+            set(&[("a", &a2), ("b", &b_again)]),
+        );
+        let sets = BTreeMap::from([("t1".to_string(), &s1), ("t2".to_string(), &s2)]);
+        let commits = vec![
+            ("c2".into(), vec!["t2".into()]),
+            ("c1".into(), vec!["t1".into()]),
+        ];
+        let memo = Memo::new("p".into(), Some("k".into()), commits, sets).unwrap();
+        assert_eq!(memo.manifests.len(), 3, "a1, a2 and b once");
+        memo.write(&path).unwrap();
+
+        let (memo, read) = Memo::read(&path, "p").expect("this tether's memo");
+        let (t1, t2) = (&read["t1"], &read["t2"]);
+        assert!(Arc::ptr_eq(&t1["b"], &t2["b"]), "one `b`, shared");
+        assert_eq!(*t1["a"], *a1);
+        assert_eq!(*t2["a"], *a2);
+        assert_eq!(*t2["b"], *b);
+        let replayed = memo.replay(&read).expect("every set at hand");
+        let order: Vec<&str> = replayed.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(order, ["c2", "c1"]);
+
+        // A set naming a manifest the memo does not hold: damaged, ignored.
+        let mut damaged = memo;
+        damaged.manifests = Vec::new();
+        damaged
+            .sets
+            .insert("t3".into(), BTreeMap::from([("a".to_string(), 7)]));
+        damaged.write(&path).unwrap();
+        assert!(Memo::read(&path, "p").is_none());
+    }
+}
