@@ -16,11 +16,11 @@
 //! The binary timed is a copy of the one cargo built, in the bench's
 //! temporary directory, as an installed tether is (`cargo install` copies
 //! it). The linker's own output runs slower until its pages leave memory:
-//! the page cache keeps the small pieces the linker wrote it in, and every
-//! page fault on the binary maps fewer pages at a time (`perf`:
-//! `filemap_map_pages`, `next_uptodate_folio`). On the 2-core VM that was
-//! about 1.2 ms of a 4-5 ms `status`, gone after dropping the caches or
-//! copying the file.
+//! page faults on it cost more (`perf`: `filemap_map_pages` and
+//! `next_uptodate_folio`, 22% of a `status` against 9% for a copy), most
+//! likely because the page cache holds it in the small pieces the linker
+//! wrote. On the 2-core VM that was about 1.2 ms of a 4-5 ms `status`, gone
+//! after dropping the caches or copying the file.
 //!
 //! With `TETHER_BENCH_KEEP=1` the datasets are left in the temporary
 //! directory (`TMPDIR`) and their roots printed, to profile a command by hand.
