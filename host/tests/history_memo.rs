@@ -21,13 +21,9 @@ fn verify(d: &Dataset) -> (i32, String, bool) {
     verify_with(d, d.command(env!("CARGO_BIN_EXE_tether"), &d.root()))
 }
 
-fn verify_with(d: &Dataset, mut cmd: std::process::Command) -> (i32, String, bool) {
+fn verify_with(d: &Dataset, cmd: std::process::Command) -> (i32, String, bool) {
     let _ = d;
-    let out = cmd
-        .args(["verify", "--all-history"])
-        .env("RUST_LOG", "tether=debug")
-        .output()
-        .expect("run tether");
+    let out = logged_verify(cmd);
     let log = String::from_utf8_lossy(&out.stderr);
     let replayed = log.contains("history memo replayed");
     let walked = log.contains("history walked");
@@ -38,6 +34,14 @@ fn verify_with(d: &Dataset, mut cmd: std::process::Command) -> (i32, String, boo
     );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.code().unwrap_or(-1), stdout, replayed)
+}
+
+/// `cmd` (a `tether`) run as `verify --all-history` with the debug log.
+fn logged_verify(mut cmd: std::process::Command) -> std::process::Output {
+    cmd.args(["verify", "--all-history"])
+        .env("RUST_LOG", "tether=debug")
+        .output()
+        .expect("run tether")
 }
 
 /// A dataset with one memory object committed twice.
@@ -237,12 +241,7 @@ fn a_long_history_is_verified_in_batches_each_commit_under_its_own_label() {
     for (_, pin) in gone {
         s.delete_tag(pin);
     }
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .args(["verify", "--all-history"])
-        .env("RUST_LOG", "tether=debug")
-        .output()
-        .expect("run tether");
+    let out = logged_verify(d.command(env!("CARGO_BIN_EXE_tether"), &d.root()));
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
         log.lines()
@@ -301,13 +300,7 @@ fn a_manifest_unchanged_across_commits_is_kept_once_and_each_commit_still_answer
         revs.push(d.head()[..12].to_string());
     }
 
-    let run = || {
-        d.command(env!("CARGO_BIN_EXE_tether"), &d.root())
-            .args(["verify", "--all-history"])
-            .env("RUST_LOG", "tether=debug")
-            .output()
-            .expect("run tether")
-    };
+    let run = || logged_verify(d.command(env!("CARGO_BIN_EXE_tether"), &d.root()));
     let walked = run();
     let log = String::from_utf8_lossy(&walked.stderr);
     assert!(log.contains("history walked"), "{}", describe(&walked));
