@@ -4,10 +4,8 @@
 //! `tether.toml` and git's HEAD, branches and index are byte-identical
 //! before and after, and no store gained a ref.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, describe, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, describe, stderr, stdout};
 
 /// Run `tether ARGS` expecting a refusal with exit `code` whose message
 /// holds every one of `says`; check that nothing was written.
@@ -78,7 +76,7 @@ fn keys_that_could_leave_the_objects_directory_are_refused() {
         );
     }
     // Nothing landed beside .tether/objects either.
-    let files = support::files_under(&d.root(), &d.root());
+    let files = crate::support::files_under(&d.root(), &d.root());
     assert!(
         files.iter().all(|f| f.starts_with(".git/")
             || [
@@ -266,7 +264,7 @@ fn a_tracked_workspace_toml_is_refused() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", describe(&out));
-    let before = support::files_under(&clone, &clone.join(".tether"));
+    let before = crate::support::files_under(&clone, &clone.join(".tether"));
     for args in [&["status"][..], &["commit", "-m", "x"]] {
         let out = d.tether_in(&clone, args);
         assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
@@ -276,7 +274,10 @@ fn a_tracked_workspace_toml_is_refused() {
             assert!(err.contains(s), "{s:?}: {}", describe(&out));
         }
     }
-    assert_eq!(support::files_under(&clone, &clone.join(".tether")), before);
+    assert_eq!(
+        crate::support::files_under(&clone, &clone.join(".tether")),
+        before
+    );
     assert_eq!(store.tags().len(), 1, "nothing was pinned");
 }
 

@@ -4,10 +4,8 @@
 //! what lands in the stores is read back from the stores' own files and what
 //! lands in the VCS with that VCS's own CLI.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 
 /// A dataset with a memory store `img` and a directory `raw`, committed on
 /// the trunk.

@@ -3,14 +3,12 @@
 //! no VCS commit, and journals the failure. And a lock held by another tether
 //! makes a writing command wait, then fail naming the lock.
 
-mod support;
-
+use crate::support::{Dataset, Vcs, describe, stderr};
 use serde_json::json;
-use support::{Dataset, Vcs, describe, stderr};
 use tether::model::ids;
 
 /// The pin id tether will compute for a memory object at `snapshot_id`.
-fn pin_id_for(d: &Dataset, store: &support::MemoryStore, snapshot_id: &str) -> String {
+fn pin_id_for(d: &Dataset, store: &crate::support::MemoryStore, snapshot_id: &str) -> String {
     let system = store.root.to_str().unwrap().trim_end_matches('/');
     ids::pin_id(
         &d.dataset_id(),
@@ -23,7 +21,7 @@ fn pin_id_for(d: &Dataset, store: &support::MemoryStore, snapshot_id: &str) -> S
 /// Every manifest file and its bytes.
 fn objects(d: &Dataset) -> Vec<(String, Vec<u8>)> {
     let root = d.root();
-    support::files_under(&root, &root.join(".tether/objects"))
+    crate::support::files_under(&root, &root.join(".tether/objects"))
         .into_iter()
         .map(|rel| {
             let bytes = std::fs::read(root.join(&rel)).unwrap();

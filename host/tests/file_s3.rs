@@ -4,10 +4,8 @@
 //! local S3 server (moto) written to by boto3, through the `tether` binary
 //! with the endpoint and keys in `.tether/secrets.toml`.
 
-mod support;
-
+use crate::support::{Dataset, describe, lines};
 use serde_json::Value;
-use support::{Dataset, describe, lines};
 use tether_testkit::{S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY, S3Server};
 
 /// Put (`put KEY TEXT`) or delete (`delete KEY`) objects with boto3.

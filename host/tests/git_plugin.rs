@@ -6,15 +6,13 @@
 //! With `remote`, pins are pushed to a remote on this machine and released
 //! there first; a jj commit's change id is the volatile `change_id`.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::support::{Dataset, describe, lines};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::{Dataset, describe, lines};
 use tether::plugin::{
     BackendError, Expected, ObjectClient, Plugin, Runtime, RuntimeConfig, Target,
 };
@@ -649,7 +647,7 @@ fn the_datasets_own_checkout_is_refused_as_a_git_object() {
         std::fs::create_dir_all(d.root().join("sub")).unwrap();
         let out = d.tether(&["add", "code", "--kind", "git", target]);
         assert_eq!(out.status.code(), Some(1), "{target}: {}", describe(&out));
-        let err = support::stderr(&out);
+        let err = crate::support::stderr(&out);
         assert!(err.contains("overlaps the dataset's checkout"), "{err}");
     }
     assert_eq!(d.written(), before);
@@ -757,7 +755,7 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
     // `missing` for verify, and repair pushes it again.
     git_ok(&d, &remote, &["tag", "-d", &first]);
     let out = d.fails(&["verify"], 1);
-    let text = support::stdout(&out);
+    let text = crate::support::stdout(&out);
     assert!(text.contains("missing"), "{text}");
     assert!(text.contains("remote origin"), "{text}");
     d.ok(&["repair"]);
@@ -787,7 +785,7 @@ fn pins_are_pushed_to_a_local_remote_and_released_there_too() {
     let lock = remote.join(format!("refs/tags/{second}.lock"));
     std::fs::write(&lock, "").unwrap();
     let out = d.fails(&["gc", "--no-dry-run"], 1);
-    let err = support::stderr(&out) + &support::stdout(&out);
+    let err = crate::support::stderr(&out) + &crate::support::stdout(&out);
     assert!(err.contains("local tag is kept"), "{err}");
     assert_eq!(pin_tags(&d, &code).len(), 2);
     assert_eq!(pin_tags(&d, &remote).len(), 2);
@@ -850,7 +848,7 @@ fn a_failed_push_fails_the_pin_and_leaves_no_local_tag() {
     let manifest_before = d.manifest("code");
 
     let out = d.fails(&["commit", "-m", "with code"], 1);
-    let err = support::stderr(&out);
+    let err = crate::support::stderr(&out);
     assert!(
         err.contains(&tag) && err.contains("not pushed") && err.contains("remote origin"),
         "{err}"
@@ -898,7 +896,7 @@ fn remotes_tether_cannot_push_to_are_refused_at_add() {
         let mut all = vec!["add", "code", "--kind", "git", "../code"];
         all.extend_from_slice(args);
         let out = d.fails(&all, 1);
-        let err = support::stderr(&out);
+        let err = crate::support::stderr(&out);
         for e in expect {
             assert!(err.contains(e), "{args:?}: {e:?} not in {err}");
         }
@@ -926,7 +924,7 @@ fn remotes_tether_cannot_push_to_are_refused_at_add() {
     );
     let before = d.written();
     let out = d.fails(&["add", "code", "--kind", "git", "../code"], 1);
-    let err = support::stderr(&out);
+    let err = crate::support::stderr(&out);
     assert!(
         err.contains("secrets.toml") && err.contains("push the tags yourself"),
         "{err}"

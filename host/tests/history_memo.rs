@@ -10,10 +10,8 @@
 //! batches, each commit still answered under its own label.
 //! A manifest unchanged across commits is kept, and read back, once.
 
-mod support;
-
+use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe};
 use serde_json::json;
-use support::{Dataset, JjCallLog, MemoryStore, Vcs, describe};
 
 /// `verify --all-history` with the debug log: (exit code, stdout, whether
 /// the memo was replayed). Exactly one of "replayed" and "walked" is logged.

@@ -5,13 +5,11 @@
 //! plugin client; Python then reads back what tether wrote (tags, branches,
 //! `tether.owner`, tombstones) and tether reads back what Python wrote.
 
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::{Dataset, describe, lines, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, describe, lines, stdout};
 use tether::plugin::{
     BackendError, Expected, ObjectClient, Plugin, Runtime, RuntimeConfig, Target, VerifyStatus,
 };

@@ -5,12 +5,10 @@
 //! endpoint and keys in `.tether/secrets.toml`, which the host resolves and
 //! the plugin never sees.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::{Dataset, describe, lines};
 use serde_json::{Value, json};
-use support::{Dataset, describe, lines};
 use tether_testkit::{S3_ACCESS_KEY_ID, S3_REGION, S3_SECRET_ACCESS_KEY, S3Server};
 
 /// Helpers every script starts with; `sys.argv[1:4]` are the endpoint, the

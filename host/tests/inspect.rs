@@ -5,13 +5,11 @@
 //! layout (`plugins/memory/src/lib.rs`): `snapshots/<id>.json` and
 //! `refs/branches/main.json`; pins are `refs/tags/tether.<pin_id>.json`.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Output;
 
+use crate::support::{Dataset, Vcs};
 use serde_json::{Value, json};
-use support::{Dataset, Vcs};
 use tether::model::{canonical, ids};
 
 /// A dataset in a fresh git or jj repository, with its own identity.

@@ -5,10 +5,8 @@
 //! layer. Everything is checked with the real `jj` that `cargo xtask setup`
 //! installs.
 
-mod support;
-
+use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, lines, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, lines, stderr, stdout};
 
 /// A dataset with one memory store, and its first dataset commit.
 fn with_commit(vcs: Vcs) -> (Dataset, MemoryStore, String) {

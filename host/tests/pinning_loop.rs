@@ -6,10 +6,8 @@
 //! line by line with what the spec prints; what was written is read back with
 //! the VCS's own CLI (git, or jj) and with plain file reads of the stores.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, Vcs, describe, is_hex, lines, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, Vcs, describe, is_hex, lines, stderr, stdout};
 
 const BASELINE: &str = "Baseline: plate1\nimaging and\nraw files";
 

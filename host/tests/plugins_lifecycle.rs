@@ -9,14 +9,12 @@
 //! other bytes than this binary's built-in memory), which is what a dataset
 //! pinned and vendored by another tether release looks like to this one.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::support::{Dataset, describe, stderr, stdout};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use support::{Dataset, describe, stderr, stdout};
 
 fn digest(path: &Path) -> String {
     format!(
@@ -102,7 +100,7 @@ fn trusted(root: &Path) -> Vec<String> {
 
 /// Every compiled component in a cache directory, by file name.
 fn compiled(cache: &Path) -> Vec<String> {
-    support::files_under(cache, cache)
+    crate::support::files_under(cache, cache)
         .into_iter()
         .filter(|p| p.ends_with(".cwasm"))
         .collect()

@@ -3,11 +3,9 @@
 //! else: not when stderr is a pipe or a file, not with `-v`. The terminal is
 //! a real pseudo-terminal, made by `script(1)`.
 
-mod support;
-
 use std::process::Output;
 
-use support::{Dataset, describe};
+use crate::support::{Dataset, describe};
 
 /// 2 GiB read from a sparse file (no disk used): seconds of hashing, well
 /// past the half second after which the bar shows.

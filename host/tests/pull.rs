@@ -4,10 +4,8 @@
 //! directories of files (`file`). What pull wrote is read back with git and
 //! with plain reads of the stores.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, is_hex, lines};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, is_hex, lines};
 
 /// A trunk dataset: a memory store and a versioned directory (which a pull
 /// may move), committed once.

@@ -3,10 +3,8 @@
 //! and a second clone, on git, on jj and on colocated jj (`for_each_vcs!`). Store
 //! contents are read from the stores' own files; VCS state with that VCS's CLI.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, Vcs, describe, stderr, stdout};
 
 fn json_of(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))

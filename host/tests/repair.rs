@@ -6,10 +6,8 @@
 //! working branch forked again. The stores are the memory backend's, read
 //! and written with plain file operations in its documented layout.
 
-mod support;
-
+use crate::support::{Dataset, MemoryStore, lines};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, lines};
 
 /// A dataset with one memory object, committed once; the pin it made.
 fn committed(tombstones: bool) -> (Dataset, MemoryStore, String) {

@@ -4,9 +4,7 @@
 //! nothing new in the op log or history replays its drift memo instead of
 //! reading both again.
 
-mod support;
-
-use support::{Dataset, Vcs, describe};
+use crate::support::{Dataset, Vcs, describe};
 
 for_each_vcs!(
     a_second_status_reads_neither_the_op_log_nor_history,

@@ -4,13 +4,11 @@
 //! What undo did to the stores is read back with plain file reads of the
 //! stores, and what it did to the checkout with git itself.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::Output;
 
+use crate::support::{Dataset, MemoryStore, describe, lines, stderr, stdout};
 use serde_json::{Value, json};
-use support::{Dataset, MemoryStore, describe, lines, stderr, stdout};
 
 /// A dataset with two memory objects, `db` and `zarr/imaging`, committed
 /// once on `main`.
@@ -719,7 +717,7 @@ fn undo_of_restore_reports_a_reset_branch_and_deletes_a_created_one() {
 /// object is committed the same way.
 #[test]
 fn commit_again_after_undo_and_after_remove() {
-    let d = support::Dataset::init();
+    let d = crate::support::Dataset::init();
     let img = d.memory_store("img");
     d.add_memory("img", &img);
     d.ok(&["commit", "-m", "adopt"]);

@@ -1,0 +1,27 @@
+//! The end-to-end and integration suites, one module each, linked into one test
+//! binary (as jj does) so wasmtime and the host are linked once, not per suite.
+//! Run one suite with `cargo test -p tether --test runner -- SUITE::`.
+
+mod support;
+
+mod abi;
+mod bad_input;
+mod branching;
+mod commit_rollback;
+mod file_plugin;
+mod file_s3;
+mod git_plugin;
+mod history_memo;
+mod icechunk_interop;
+mod icechunk_s3;
+mod inspect;
+mod jj_vcs;
+mod pinning_loop;
+mod plugins_lifecycle;
+mod progress;
+mod pull;
+mod reclaiming;
+mod repair;
+mod sandbox;
+mod status_fast_path;
+mod undo;
