@@ -2,6 +2,7 @@
 //! binary (as jj does) so wasmtime and the host are linked once, not per suite.
 //! Run one suite with `cargo test -p tether --test runner -- SUITE::`.
 
+#[macro_use]
 mod support;
 
 mod abi;
