@@ -990,7 +990,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<GcReport> {
 
 /// Apply a gc plan, journaled as a step of `parent` (a `drop`) when given.
 pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<GcReport> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let mut report = GcReport::default();
     for a in &plan.actions {
@@ -1167,7 +1167,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             .push(a.target.clone());
     }
     if !forgotten.is_empty() {
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(&locks, &ws)?;
         op.progress(json!({"forgot_working_refs": report.forgotten_working_refs}))?;
     }
     for a in &listings {

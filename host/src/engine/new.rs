@@ -583,7 +583,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             refusals.join("; ")
         )));
     }
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let old_ws = repo.workspace()?;
     let head = repo.vcs.head_state()?;
@@ -669,7 +669,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         }
         report.working_refs = ws.working_refs.clone();
         report.pending_forks = ws.pending_forks.clone();
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(&locks, &ws)?;
         op.finish(json!({"summary": format!("kept the working refs on {}", bookmark.as_deref().unwrap_or("no bookmark")), "report": report}))?;
         return Ok(report);
     }
@@ -772,7 +772,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         report.working_refs.insert(k.clone(), r.clone());
     }
     report.pending_forks = ws.pending_forks.clone();
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(&locks, &ws)?;
     let summary = match (&bookmark, forked.is_empty()) {
         (None, _) => "read-only".to_string(),
         (Some(b), true) => format!("on {b}"),
