@@ -20,6 +20,7 @@ mod pinning_loop;
 mod plugins_lifecycle;
 mod progress;
 mod pull;
+mod races;
 mod reclaiming;
 mod repair;
 mod sandbox;
