@@ -2,6 +2,7 @@
 //! binary (as jj does) so wasmtime and the host are linked once, not per suite.
 //! Run one suite with `cargo test -p tether --test runner -- SUITE::`.
 
+#[macro_use]
 mod support;
 
 mod abi;
@@ -15,6 +16,7 @@ mod history_memo;
 mod icechunk_interop;
 mod icechunk_s3;
 mod inspect;
+mod interrupted;
 mod jj_vcs;
 mod pinning_loop;
 mod plugins_lifecycle;
