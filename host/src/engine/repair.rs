@@ -335,8 +335,12 @@ fn pin_identity(s: &Subject) -> String {
 /// The completed entry that finished `entry` by running the same command
 /// again: the first among `later` (entries after it) of the same command
 /// (`commit` and `pull` count as one: both pin and commit), not itself an
-/// undo, whose selection covers `entry`'s.
+/// undo, whose selection covers `entry`'s. Only a planned command is judged
+/// so: its plan says what it set out to do, which a re-run plans afresh.
 fn finished_by<'a>(entry: &OpEntry, later: &'a [OpEntry]) -> Option<&'a OpEntry> {
+    if entry.plan.is_none() || entry.undoes.is_some() {
+        return None;
+    }
     fn family(c: &str) -> &str {
         match c {
             "pull" => "commit",
