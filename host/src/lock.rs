@@ -27,6 +27,15 @@
 //! on itself until the timeout.
 //!
 //! Separate clones share no lock: their shared directories differ.
+//!
+//! **What the checkout lock guards**: `workspace.toml`, `ops.jsonl` and the
+//! manifests. A command holding the locks reads `workspace.toml` after taking
+//! them and writes it with `Repo::save_workspace`, which asks for the guard;
+//! a command that does not (a snapshot caching its fingerprints, a plan
+//! giving the checkout its id) goes through `Repo::update_workspace`, which
+//! takes the checkout lock, re-reads the file and changes only its own
+//! fields. The memos under `.tether/cache/` need no lock: each is replaced
+//! whole, atomically, and checked against its key on every read.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -225,12 +234,15 @@ pub fn acquire(path: &Path, kind: LockKind, timeout: Duration) -> Result<LockGua
         std::thread::sleep(pause.min(timeout - waited));
         pause = (pause * 2).min(Duration::from_millis(250));
     }
-    // Best effort: the pid is only for messages.
+    // Best effort: the pid is only for messages. Written over the old one at
+    // a fixed width, so a waiter reading meanwhile finds one pid or the
+    // other, never an empty file or a mix of two.
     let mut f = &file;
+    let pid = format!("{:<10}\n", std::process::id());
     let _ = f
-        .set_len(0)
-        .and_then(|_| f.seek(SeekFrom::Start(0)))
-        .and_then(|_| f.write_all(format!("{}\n", std::process::id()).as_bytes()));
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| f.write_all(pid.as_bytes()))
+        .and_then(|_| f.set_len(pid.len() as u64));
     Ok(LockGuard {
         file,
         path: path.to_path_buf(),

@@ -105,6 +105,10 @@ pub fn print_report(r: &GcReport, json: bool) -> Result<()> {
             }
         }
     }
+    let already: usize = r.already_released.values().map(Vec::len).sum();
+    if already > 0 {
+        outln!("{already} pin(s) already released (this plan was applied before): nothing to do");
+    }
     for (key, refs) in &r.deleted_working_refs {
         for reference in refs {
             outln!("deleted branch {reference} ({key})");

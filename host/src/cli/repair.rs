@@ -82,10 +82,17 @@ fn print_report(r: &RepairReport, json: bool) -> Result<Exit> {
         for (target, why) in &r.failed {
             outln!("FAILED {target}: {why}");
         }
+        for (id, how) in &r.closed {
+            outln!("closed interrupted operation {id} ({how})");
+        }
         for note in &r.notes {
             outln!("{note}");
         }
-        if r.repinned.is_empty() && r.reforked.is_empty() && r.failed.is_empty() {
+        if r.repinned.is_empty()
+            && r.reforked.is_empty()
+            && r.failed.is_empty()
+            && r.closed.is_empty()
+        {
             outln!("nothing to repair");
         }
     }

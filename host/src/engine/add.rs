@@ -103,7 +103,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
     };
     key::validate_key(&key)?;
     refuse_checkout_overlap(repo, &plugin, &locator, &key)?;
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     if repo.manifests()?.contains_key(&key) {
         return Err(TetherError::KeyTaken { key });
     }
@@ -127,7 +127,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         .start(NewOp::new("add").pre("manifests", Value::Object(manifests_before)))?;
     let (created, working_ref) = if req.create {
         let (state, working_ref) =
-            create_store(repo, &plugin, &key, &locator_value, &mut op).await?;
+            create_store(repo, &locks, &plugin, &key, &locator_value, &mut op).await?;
         m.origin = crate::model::Origin::Created;
         (Some(state), working_ref)
     } else {
@@ -159,6 +159,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
 /// still-empty store away again.
 async fn create_store(
     repo: &Repo,
+    locks: &crate::lock::Locks,
     plugin: &std::sync::Arc<crate::plugin::Plugin>,
     key: &str,
     locator: &Value,
@@ -217,7 +218,7 @@ async fn create_store(
         if let Some(s) = state.as_object() {
             ws.fork_points.insert(key.to_string(), s.clone());
         }
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(locks, &ws)?;
         crate::oplog::index::append_touched(
             repo.vcs.shared_dir(),
             &crate::oplog::index::TouchedStore {

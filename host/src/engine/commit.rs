@@ -21,6 +21,7 @@ use super::checker::Checker;
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
+use crate::lock::Locks;
 use crate::model::{Manifest, Pin, ids, key, listing, manifest, time};
 use crate::oplog::{NewOp, OpHandle, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
@@ -321,7 +322,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             "a commit message is required: `tether commit -m MESSAGE`".into(),
         ));
     }
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
 
     let mut report = CommitReport::default();
@@ -367,7 +368,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         no_vcs,
         other_edits: plan.keys().is_none_or(|k| k.is_empty()),
     };
-    match land(repo, &writes, &mut op, &landing, &mut report).await {
+    match land(repo, &locks, &writes, &mut op, &landing, &mut report).await {
         Ok(_) => {
             op.finish(json!(report))?;
             Ok(report)
@@ -413,6 +414,7 @@ pub(crate) struct Landing<'a> {
 /// caller closes the journal entry either way.
 pub(crate) async fn land(
     repo: &Repo,
+    locks: &Locks,
     writes: &[&Action],
     op: &mut OpHandle,
     landing: &Landing<'_>,
@@ -449,7 +451,8 @@ pub(crate) async fn land(
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
 
-    if let Err(e) = write_and_commit(repo, writes, &pins, &originals, landing, report).await {
+    if let Err(e) = write_and_commit(repo, locks, writes, &pins, &originals, landing, report).await
+    {
         rollback(repo, &originals, &pins, &originals).await;
         return Err(e);
     }
@@ -480,6 +483,7 @@ pub(crate) async fn land(
 
 async fn write_and_commit(
     repo: &Repo,
+    locks: &Locks,
     writes: &[&Action],
     pins: &BTreeMap<String, PinRef>,
     originals: &BTreeMap<String, Manifest>,
@@ -571,7 +575,7 @@ async fn write_and_commit(
         ws.last_snapshot.insert(a.key.clone(), state);
         ws.last_snapshot_errors.remove(&a.key);
     }
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(locks, &ws)?;
     if landing.no_vcs {
         return Ok(());
     }

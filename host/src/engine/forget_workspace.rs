@@ -137,6 +137,8 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ForgetReport> {
             .unwrap_or_default(),
     );
     let current = root == repo.root();
+    // A writer like any other: its journal entry and the files it deletes.
+    let _locks = repo.lock()?;
     // Journal in this checkout, unless this is the checkout being forgotten.
     let journal = (!current).then(|| repo.journal()).transpose()?;
     let mut op = match &journal {

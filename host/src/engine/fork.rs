@@ -125,7 +125,7 @@ pub fn refuse_if_stale(repo: &Repo, ws: &WorkspaceState) -> Result<()> {
 /// branch it created. Returns the working ref; an object with no pending
 /// fork returns the working ref it already has.
 pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     let mut ws = repo.workspace()?;
     if let Some(r) = ws.working_refs.get(key) {
         return Ok(Some(r.clone()));
@@ -204,7 +204,7 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     ws.pending_forks.remove(key);
     ws.pending_resets.remove(key);
     ws.working_refs.insert(key.to_string(), name.clone());
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(&locks, &ws)?;
     op.finish(json!({"summary": format!("forked {key}"), "working_refs": {key: &name}}))?;
     Ok(Some(name))
 }

@@ -67,6 +67,10 @@ pub struct Without {
 pub struct GcReport {
     pub dry_run: bool,
     pub unpinned: BTreeMap<String, Vec<String>>,
+    /// Pins the plan unpins that their store no longer had (a plan applied
+    /// twice): nothing was done to them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub already_released: BTreeMap<String, Vec<String>>,
     pub kept_pins: BTreeMap<String, Vec<String>>,
     pub deleted_working_refs: BTreeMap<String, Vec<String>>,
     pub kept_working_refs: BTreeMap<String, Vec<String>>,
@@ -990,7 +994,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<GcReport> {
 
 /// Apply a gc plan, journaled as a step of `parent` (a `drop`) when given.
 pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<GcReport> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let mut report = GcReport::default();
     for a in &plan.actions {
@@ -1056,11 +1060,25 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     let journal = repo.journal()?;
     let mut op = journal.start(new_op)?;
 
-    // Unpin, concurrently.
+    // Unpin, concurrently. A pin its store no longer lists (the same plan
+    // applied again, a tag deleted by hand) is reported as already released,
+    // not as released now.
+    let listed = listed_pins(repo, plan).await;
     let mut calls = Vec::new();
     for a in plan.actions.iter().filter(|a| a.verb == verb::UNPIN) {
         let plugin = repo.plugin(&a.kind).await?;
         let locator = a.params.get("locator").unwrap_or(&Value::Null);
+        if listed
+            .get(&store_key(&a.kind, locator))
+            .is_some_and(|pins| !pins.contains(&a.target))
+        {
+            report
+                .already_released
+                .entry(a.kind.clone())
+                .or_default()
+                .push(pin_id_of_ref(&a.target));
+            continue;
+        }
         let client = repo.client_for_key(&plugin, locator, &a.key);
         let pin = PinRef {
             id: pin_id_of(a),
@@ -1080,14 +1098,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             parts.next().unwrap_or_default().to_string(),
             parts.next().unwrap_or_default().to_string(),
         );
-        let pin_id = target
-            .strip_prefix(ids::REF_PREFIX)
-            .map(|t| {
-                ids::parse_pin_ref(&target)
-                    .map(|p| p.pin_id())
-                    .unwrap_or(t.to_string())
-            })
-            .unwrap_or_default();
+        let pin_id = pin_id_of_ref(&target);
         match r {
             Ok(()) => {
                 op.progress(json!({"unpinned": target, "kind": kind, "key": key}))?;
@@ -1167,7 +1178,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             .push(a.target.clone());
     }
     if !forgotten.is_empty() {
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(&locks, &ws)?;
         op.progress(json!({"forgot_working_refs": report.forgotten_working_refs}))?;
     }
     for a in &listings {
@@ -1227,8 +1238,14 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     }
 
     let unpinned: usize = report.unpinned.values().map(Vec::len).sum();
+    let already: usize = report.already_released.values().map(Vec::len).sum();
     let summary = format!(
-        "unpinned {unpinned}, deleted {} branch(es), {} listing(s)",
+        "unpinned {unpinned}{}, deleted {} branch(es), {} listing(s)",
+        if already > 0 {
+            format!(" ({already} already released)")
+        } else {
+            String::new()
+        },
         report
             .deleted_working_refs
             .values()
@@ -1238,6 +1255,56 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     );
     op.finish(json!({"summary": summary, "report": report}))?;
     Ok(report)
+}
+
+/// The pin id a pin ref names (`tether.<pin_id>`, or a later generation).
+fn pin_id_of_ref(target: &str) -> String {
+    target
+        .strip_prefix(ids::REF_PREFIX)
+        .map(|t| {
+            ids::parse_pin_ref(target)
+                .map(|p| p.pin_id())
+                .unwrap_or(t.to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// A store as an unpin action names it.
+fn store_key(kind: &str, locator: &Value) -> String {
+    format!("{kind}|{}", canonical::to_string(locator))
+}
+
+/// The pins each store a plan unpins in lists now (as pin refs,
+/// `tether.<name>`), by [`store_key`]; a store that cannot say is left out
+/// (its unpins run as planned).
+async fn listed_pins(repo: &Repo, plan: &Plan) -> BTreeMap<String, BTreeSet<String>> {
+    let mut stores: BTreeMap<String, &Action> = BTreeMap::new();
+    for a in plan.actions.iter().filter(|a| a.verb == verb::UNPIN) {
+        let locator = a.params.get("locator").unwrap_or(&Value::Null);
+        stores.entry(store_key(&a.kind, locator)).or_insert(a);
+    }
+    let mut calls = Vec::new();
+    for (sid, a) in stores {
+        let Ok(plugin) = repo.plugin(&a.kind).await else {
+            continue;
+        };
+        let locator = a.params.get("locator").unwrap_or(&Value::Null);
+        let client = repo.client_for_key(&plugin, locator, &a.key);
+        calls.push((sid, async move { client.list_pins().await }));
+    }
+    fan_out(calls)
+        .await
+        .results
+        .into_iter()
+        .filter_map(|(sid, r)| {
+            let pins = r.ok()?;
+            let refs = pins
+                .into_iter()
+                .map(|name| format!("{}{name}", ids::REF_PREFIX))
+                .collect();
+            Some((sid, refs))
+        })
+        .collect()
 }
 
 fn pin_id_of(a: &Action) -> String {

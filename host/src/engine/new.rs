@@ -31,7 +31,7 @@ use super::error::{Result, TetherError};
 use super::fork::{branch_head, expected_param, fork_source, source_param};
 use super::repo::Repo;
 use crate::model::{Manifest, PinMode, WorkspaceState, ids, manifest};
-use crate::oplog::NewOp;
+use crate::oplog::{NewOp, OpEntry};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
 use crate::plugin::{BackendError, Target, fan_out};
 use crate::vcs::{CommitId, HeadState, is_parking_branch};
@@ -85,6 +85,8 @@ struct Destination {
     bookmark: Option<String>,
     commit: Option<CommitId>,
     vcs: Value,
+    /// The interrupted `new` this one finishes (its journal entry id).
+    finishes: Option<String>,
 }
 
 fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<Destination> {
@@ -96,7 +98,24 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                 "{name:?} is not a bookmark name: give a name such as `relabel`"
             )));
         }
-        if repo.vcs.branch_head(name)?.is_some() {
+        if let Some(at) = repo.vcs.branch_head(name)? {
+            // A `new -b NAME` killed after creating the bookmark: this one
+            // finishes it, from the commit it created the bookmark at.
+            if let Some(entry) = interrupted(repo)?.filter(|e| {
+                creates(e) == Some(name.as_str()) && planned_commit(e) == Some(at.as_str())
+            }) {
+                let kind = if current.as_deref() == Some(name.as_str()) {
+                    "stay"
+                } else {
+                    "switch"
+                };
+                return Ok(Destination {
+                    bookmark: Some(name.clone()),
+                    vcs: vcs_move(kind, Some(name), Some(&at)),
+                    commit: Some(at),
+                    finishes: Some(entry.id),
+                });
+            }
             return Err(TetherError::Refused(format!(
                 "bookmark {name:?} already exists: `tether new {name}` joins it, or pick another name"
             )));
@@ -112,6 +131,7 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
             bookmark: Some(name.clone()),
             vcs: vcs_move("create", Some(name), Some(&at)),
             commit: Some(at),
+            finishes: None,
         });
     }
     let Some(rev) = &opts.rev else {
@@ -121,11 +141,13 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                 bookmark: Some(branch.clone()),
                 commit: None,
                 vcs: vcs_move("stay", Some(branch), None),
+                finishes: None,
             }),
             HeadState::Branch { name, commit } => Ok(Destination {
                 bookmark: Some(name.clone()),
                 commit: Some(commit.clone()),
                 vcs: vcs_move("stay", Some(name), Some(commit)),
+                finishes: None,
             }),
             HeadState::Parked { commit, .. } | HeadState::Detached { commit } => {
                 Err(TetherError::Refused(format!(
@@ -148,6 +170,7 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
             bookmark: Some(rev.clone()),
             vcs: vcs_move(kind, Some(rev), Some(&commit)),
             commit: Some(commit),
+            finishes: None,
         });
     }
     let commit = repo.vcs.resolve(rev)?;
@@ -180,14 +203,63 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                 vcs: vcs_move(kind, Some(&b), Some(&commit)),
                 bookmark: Some(b),
                 commit: Some(commit),
+                finishes: None,
             })
         }
         None => Ok(Destination {
             bookmark: None,
             vcs: vcs_move("park", None, Some(&commit)),
             commit: Some(commit),
+            finishes: None,
         }),
     }
+}
+
+/// The newest `new` of this checkout that was interrupted (not a step of a
+/// `drop`, which `drop` finishes): the one a re-run finishes.
+pub(crate) fn interrupted(repo: &Repo) -> Result<Option<OpEntry>> {
+    Ok(repo
+        .journal()?
+        .incomplete()?
+        .into_iter()
+        .rev()
+        .find(|e| e.command == "new" && e.parent.is_none()))
+}
+
+fn planned_context<'a>(e: &'a OpEntry, field: &str) -> Option<&'a Value> {
+    e.plan.as_ref()?.get("context")?.get(field)
+}
+
+/// The bookmark an interrupted `new` was taking the checkout to.
+fn planned_bookmark(e: &OpEntry) -> Option<&str> {
+    planned_context(e, "bookmark")?.as_str()
+}
+
+/// The bookmark an interrupted `new -b` was creating.
+fn creates(e: &OpEntry) -> Option<&str> {
+    let vcs = planned_context(e, "vcs")?;
+    (vcs.get("move")?.as_str()? == "create").then_some(())?;
+    vcs.get("bookmark")?.as_str()
+}
+
+/// The commit an interrupted `new` was moving the working copy to.
+fn planned_commit(e: &OpEntry) -> Option<&str> {
+    planned_context(e, "vcs")?.get("commit")?.as_str()
+}
+
+/// Finish `new`'s journal entry, closing the interrupted `new` the plan
+/// finishes (`context.finishes`) in the same append.
+fn finish(op: crate::oplog::OpHandle, plan: &Plan, result: Value) -> Result<()> {
+    let finishes: Vec<String> = plan
+        .context
+        .get("finishes")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    let how = format!("finished by new {}", op.id());
+    op.finish_closing(result, &finishes, &how)?;
+    Ok(())
 }
 
 /// What one object's store says about its bookmark branch.
@@ -250,6 +322,17 @@ pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
     p.context.insert("bookmark".into(), json!(dest.bookmark));
     p.context.insert("vcs".into(), dest.vcs.clone());
     p.context.insert("keep".into(), json!(opts.keep));
+    // An interrupted `new` to the same bookmark is finished by this one.
+    let finishes = match dest.finishes.clone() {
+        Some(id) => Some(id),
+        None => interrupted(repo)?
+            .filter(|e| dest.bookmark.is_some() && planned_bookmark(e) == dest.bookmark.as_deref())
+            .map(|e| e.id),
+    };
+    if let Some(id) = finishes {
+        p.note(format!("finishes the interrupted new {id}"));
+        p.context.insert("finishes".into(), json!(id));
+    }
     p.require(Precondition::WorkspaceId {
         expected: ws.workspace_id.clone(),
     });
@@ -583,7 +666,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             refusals.join("; ")
         )));
     }
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let old_ws = repo.workspace()?;
     let head = repo.vcs.head_state()?;
@@ -669,8 +752,12 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         }
         report.working_refs = ws.working_refs.clone();
         report.pending_forks = ws.pending_forks.clone();
-        repo.save_workspace(&ws)?;
-        op.finish(json!({"summary": format!("kept the working refs on {}", bookmark.as_deref().unwrap_or("no bookmark")), "report": report}))?;
+        repo.save_workspace(&locks, &ws)?;
+        finish(
+            op,
+            plan,
+            json!({"summary": format!("kept the working refs on {}", bookmark.as_deref().unwrap_or("no bookmark")), "report": report}),
+        )?;
         return Ok(report);
     }
     // `new` decides every fork again.
@@ -772,7 +859,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         report.working_refs.insert(k.clone(), r.clone());
     }
     report.pending_forks = ws.pending_forks.clone();
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(&locks, &ws)?;
     let summary = match (&bookmark, forked.is_empty()) {
         (None, _) => "read-only".to_string(),
         (Some(b), true) => format!("on {b}"),
@@ -781,7 +868,11 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             forked.iter().cloned().collect::<Vec<_>>().join(", ")
         ),
     };
-    op.finish(json!({"summary": summary, "report": report, "failed": report.failed}))?;
+    finish(
+        op,
+        plan,
+        json!({"summary": summary, "report": report, "failed": report.failed}),
+    )?;
     Ok(report)
 }
 

@@ -427,7 +427,7 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
 
 /// Apply a promote plan (fresh, or loaded with `--from-plan`).
 pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let mut report = PromoteReport::default();
     for a in &plan.actions {
@@ -549,7 +549,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
             );
         }
     }
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(&locks, &ws)?;
 
     let all_landed = report.failed.is_empty()
         && report.conflicts.is_empty()

@@ -87,7 +87,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
         )));
     }
     // One shot, no plan: the locks cover reading as well as writing.
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     let manifests = repo.manifests()?;
     let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
     let scoped = !opts.keys.is_empty();
@@ -248,7 +248,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
         other_edits: false,
     };
     let mut landed = CommitReport::default();
-    match commit::land(repo, &writes, &mut op, &landing, &mut landed).await {
+    match commit::land(repo, &locks, &writes, &mut op, &landing, &mut landed).await {
         Ok(pins) => {
             for k in report.committed.keys() {
                 report

@@ -26,7 +26,17 @@
 //!
 //! The plan requires `workspace_id` and `history_digest` (spec 07): a new
 //! commit anywhere stales a saved plan. Its notes also say how far each
-//! interrupted (INCOMPLETE) operation of this checkout's log got.
+//! interrupted (INCOMPLETE) operation of this checkout's log got, and that
+//! running the command again finishes it.
+//!
+//! An INCOMPLETE entry a later run of the same command finished (for
+//! `commit` and `pull`, one whose selection covers it) is accounted for but
+//! for the pins it created that no manifest names (its store moved on before
+//! the re-run pinned the new state): the note names them, and apply *closes*
+//! the entry (spec 10, "Operation log": a `closed` record), recording those
+//! pins in the pin index as this clone's. `gc` keeps a pin an unfinished
+//! operation names, so until then they stay; after it, `tether gc` releases
+//! them like any pin no manifest names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -61,6 +71,9 @@ pub struct RepairReport {
     pub reforked: BTreeMap<String, String>,
     pub failed: BTreeMap<String, String>,
     pub notes: Vec<String>,
+    /// Interrupted operations closed, by id: why (the run that finished it).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub closed: BTreeMap<String, String>,
     /// The ref each repin created (a later generation where the store
     /// never reuses a name); for the human output.
     #[serde(skip)]
@@ -261,8 +274,48 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
         );
     }
 
-    for entry in repo.journal()?.incomplete()? {
-        p.note(interrupted(&entry));
+    let entries = repo.journal()?.entries()?;
+    let mut named: Option<BTreeSet<String>> = None;
+    let mut closes = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if !entry.is_incomplete() {
+            continue;
+        }
+        let Some(later) = finished_by(entry, &entries[i + 1..]) else {
+            p.note(interrupted(entry));
+            continue;
+        };
+        let named = match &mut named {
+            Some(n) => n,
+            None => named.insert(named_pins(repo)?),
+        };
+        let left = left_pins(repo, entry, named);
+        let refs: Vec<&str> = left
+            .iter()
+            .filter_map(|pin| pin.ref_name.as_deref())
+            .collect();
+        p.note(format!(
+            "INCOMPLETE {} {} (started {}): finished by {}, a later `tether {}`; `tether repair` \
+             closes it{}",
+            entry.id,
+            entry.command,
+            entry.at,
+            later.id,
+            later.command,
+            if refs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", then `tether gc` releases the {} pin(s) it left that no manifest names: {}",
+                    refs.len(),
+                    brief_list(&refs)
+                )
+            }
+        ));
+        closes.push(json!({"op": entry.id, "by": later.id, "pins": left}));
+    }
+    if !closes.is_empty() {
+        p.context.insert("close".into(), json!(closes));
     }
     if !unrepairable.is_empty() {
         p.context.insert("unrepairable".into(), json!(unrepairable));
@@ -277,6 +330,127 @@ fn pin_identity(s: &Subject) -> String {
         Value::Object(s.manifest.locator.clone()),
         s.manifest.pin.as_ref().map(|p| &p.id),
     ]))
+}
+
+/// The completed entry that finished `entry` by running the same command
+/// again: the first among `later` (entries after it) of the same command
+/// (`commit` and `pull` count as one: both pin and commit), not itself an
+/// undo, whose selection covers `entry`'s. Only a planned command is judged
+/// so: its plan says what it set out to do, which a re-run plans afresh.
+fn finished_by<'a>(entry: &OpEntry, later: &'a [OpEntry]) -> Option<&'a OpEntry> {
+    if entry.plan.is_none() || entry.undoes.is_some() {
+        return None;
+    }
+    fn family(c: &str) -> &str {
+        match c {
+            "pull" => "commit",
+            other => other,
+        }
+    }
+    let keys = |e: &OpEntry| -> Option<BTreeSet<String>> {
+        let keys = e.plan.as_ref()?.pointer("/context/keys")?.as_array()?;
+        let keys: BTreeSet<String> = keys
+            .iter()
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
+        (!keys.is_empty()).then_some(keys)
+    };
+    let wanted = keys(entry);
+    later.iter().find(|e| {
+        e.status == crate::oplog::STATUS_DONE
+            && e.undoes.is_none()
+            && e.parent == entry.parent
+            && family(&e.command) == family(&entry.command)
+            && match (keys(e), &wanted) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(theirs), Some(ours)) => ours.is_subset(&theirs),
+            }
+    })
+}
+
+/// The pin ids a manifest names: the working tree's and every visible
+/// commit's.
+fn named_pins(repo: &Repo) -> Result<BTreeSet<String>> {
+    let mut named: BTreeSet<String> = repo
+        .manifests()?
+        .values()
+        .filter_map(|m| m.pin.as_ref().map(|p| p.id.clone()))
+        .collect();
+    for (_, set) in super::history::history_manifests(repo)? {
+        named.extend(
+            set.values()
+                .filter_map(|m| m.pin.as_ref().map(|p| p.id.clone())),
+        );
+    }
+    Ok(named)
+}
+
+/// The pins `entry` created (its progress says the store reported them new)
+/// that no manifest names, as pin-index records.
+fn left_pins(repo: &Repo, entry: &OpEntry, named: &BTreeSet<String>) -> Vec<index::PinnedPin> {
+    let actions: Vec<Action> = entry
+        .plan
+        .as_ref()
+        .and_then(|p| p.get("actions"))
+        .and_then(Value::as_array)
+        .map(|actions| {
+            actions
+                .iter()
+                .filter_map(|a| serde_json::from_value::<Action>(a.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut left = Vec::new();
+    for detail in &entry.progress {
+        if detail.get("created") != Some(&Value::Bool(true)) {
+            continue;
+        }
+        let Some(key) = detail
+            .get("pinned")
+            .or_else(|| detail.get("repinned"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let Some(a) = actions.iter().find(|a| {
+            matches!(a.verb.as_str(), verb::PIN | verb::REPIN)
+                && (a.key == key || a.params.get("label").and_then(Value::as_str) == Some(key))
+        }) else {
+            continue;
+        };
+        let Some(pin_id) = a.params.get("pin_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if named.contains(pin_id) {
+            continue;
+        }
+        left.push(index::PinnedPin {
+            dataset_id: repo.dataset_id().to_string(),
+            pin_id: pin_id.to_string(),
+            kind: a.kind.clone(),
+            key: a.key.clone(),
+            identity: a.params.get("identity").cloned().unwrap_or(Value::Null),
+            ref_name: detail
+                .get("ref")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            at: time::now_timestamp(),
+        });
+    }
+    left
+}
+
+/// At most three items, then how many more: a note stays one short line.
+fn brief_list(items: &[impl AsRef<str>]) -> String {
+    const SHOWN: usize = 3;
+    let mut out: Vec<&str> = items.iter().take(SHOWN).map(AsRef::as_ref).collect();
+    let more = items.len().saturating_sub(SHOWN);
+    let more = format!("and {more} more");
+    if items.len() > SHOWN {
+        out.push(&more);
+    }
+    out.join(", ")
 }
 
 /// How far an interrupted operation got, for the plan's notes.
@@ -306,12 +480,12 @@ fn interrupted(entry: &OpEntry) -> String {
         if done.is_empty() {
             String::new()
         } else {
-            format!("; done: {}", done.join(", "))
+            format!("; done: {}", brief_list(&done))
         },
         if planned.is_empty() {
             String::new()
         } else {
-            format!("; planned: {}", planned.join(", "))
+            format!("; planned: {}", brief_list(&planned))
         },
         crate::oplog::rerun_hint(entry),
     )
@@ -349,11 +523,33 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
         ..RepairReport::default()
     };
     report.failed = unrepairable(plan);
-    if plan.is_empty() {
+    let closes = closes(repo, plan)?;
+    if plan.is_empty() && closes.is_empty() {
         return Ok(report);
     }
     let journal = repo.journal()?;
     let mut op = journal.start(NewOp::new("repair").plan(plan))?;
+    // Leftover pins go into the index before their entry closes: killed in
+    // between, the entry still keeps them and the next repair closes it.
+    let pins: Vec<index::PinnedPin> = closes.iter().flat_map(|c| c.2.clone()).collect();
+    if !pins.is_empty() {
+        index::append_pinned(repo.vcs.shared_dir(), &pins)?;
+    }
+    for (id, by, pins) in &closes {
+        let said = format!("INCOMPLETE {id} ");
+        report.notes.retain(|n| !n.starts_with(&said));
+        report.closed.insert(
+            id.clone(),
+            format!(
+                "finished by {by}{}",
+                if pins.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} pin(s) left for `tether gc`", pins.len())
+                }
+            ),
+        );
+    }
 
     // Pins first: a refork may start from a pin this repair recreates.
     let mut calls = Vec::new();
@@ -437,13 +633,47 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
     if let Value::Object(o) = &mut result {
         let mut done: Vec<String> = report.repinned_refs.values().cloned().collect();
         done.extend(report.reforked.values().cloned());
-        o.insert(
-            "summary".into(),
-            json!(format!("rebuilt {}", done.join(", "))),
-        );
+        let mut summary = Vec::new();
+        if !done.is_empty() {
+            summary.push(format!("rebuilt {}", done.join(", ")));
+        }
+        if !closes.is_empty() {
+            let ids: Vec<&str> = closes.iter().map(|c| c.0.as_str()).collect();
+            summary.push(format!("closed {}", ids.join(", ")));
+        }
+        o.insert("summary".into(), json!(summary.join("; ")));
     }
-    op.finish(result)?;
+    let ids: Vec<String> = closes.iter().map(|c| c.0.clone()).collect();
+    let by: BTreeSet<&str> = closes.iter().map(|c| c.1.as_str()).collect();
+    let how = format!(
+        "finished by {}; closed by repair",
+        by.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    op.finish_closing(result, &ids, &how)?;
     Ok(report)
+}
+
+/// The entries the plan closes (`context.close`) that are still INCOMPLETE
+/// now, under the lock: (id, the run that finished it, its leftover pins).
+fn closes(repo: &Repo, plan: &Plan) -> Result<Vec<(String, String, Vec<index::PinnedPin>)>> {
+    let Some(list) = plan.context.get("close").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    let open: BTreeSet<String> = repo
+        .journal()?
+        .incomplete()?
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    Ok(list
+        .iter()
+        .filter_map(|c| {
+            let id = c.get("op")?.as_str()?.to_string();
+            let by = c.get("by")?.as_str()?.to_string();
+            let pins = serde_json::from_value(c.get("pins")?.clone()).ok()?;
+            open.contains(&id).then_some((id, by, pins))
+        })
+        .collect())
 }
 
 /// A client on the store an action names (its `backend` and `locator`).

@@ -191,18 +191,41 @@ impl Repo {
     /// `workspace.toml` yet gets one now, so the id the plan records is the
     /// id apply finds (spec/07: `--plan` first persists the id).
     pub fn workspace_for_plan(&self) -> Result<WorkspaceState> {
-        match WorkspaceState::read(&self.layout.workspace_file())? {
-            Some(ws) => Ok(ws),
-            None => {
-                let ws = WorkspaceState::new();
-                self.save_workspace(&ws)?;
-                Ok(ws)
-            }
+        if let Some(ws) = WorkspaceState::read(&self.layout.workspace_file())? {
+            return Ok(ws);
         }
+        // Another command may write the first one meanwhile: its id wins.
+        self.update_workspace(|ws| ws.clone())
     }
 
-    pub fn save_workspace(&self, ws: &WorkspaceState) -> Result<()> {
+    /// Write `workspace.toml` for a command that holds the locks (`held`
+    /// proves it) and read the state it changes after taking them, so no
+    /// other writer's update can fall between its read and this write.
+    pub fn save_workspace(&self, held: &Locks, ws: &WorkspaceState) -> Result<()> {
+        debug_assert_eq!(
+            held.checkout.path(),
+            self.layout.lock_file(),
+            "the checkout lock of this checkout"
+        );
         Ok(ws.write(&self.layout.workspace_file())?)
+    }
+
+    /// Change `workspace.toml` from a command that does not hold the locks
+    /// (a snapshot caching its fingerprints, a plan giving the checkout its
+    /// id): take the checkout lock, read the file as it is now, apply `f`,
+    /// and write the result if `f` changed it. `f` must change only the
+    /// fields it owns, judged against what it finds: everything else is
+    /// another command's, and survives. Returns what `f` returns.
+    pub fn update_workspace<R>(&self, f: impl FnOnce(&mut WorkspaceState) -> R) -> Result<R> {
+        let _held = lock::lock_checkout(&self.layout.dot_dir())?;
+        let path = self.layout.workspace_file();
+        let found = WorkspaceState::read(&path)?;
+        let mut ws = found.clone().unwrap_or_default();
+        let out = f(&mut ws);
+        if found.as_ref() != Some(&ws) {
+            ws.write(&path)?;
+        }
+        Ok(out)
     }
 
     pub fn journal(&self) -> Result<Journal> {

@@ -252,7 +252,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
             refusals.join("; ")
         )));
     }
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let manifests = repo.manifests()?;
     let old_ws = repo.workspace()?;
@@ -295,7 +295,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
             .states
             .insert(k, a.params.get("state").cloned().unwrap_or(Value::Null));
     }
-    repo.save_workspace(&ws)?;
+    repo.save_workspace(&locks, &ws)?;
     let summary = format!(
         "restored {}",
         report

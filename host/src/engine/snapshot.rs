@@ -74,6 +74,14 @@ fn at_its_pin(
 
 /// Fingerprint and store the results in the workspace's snapshot cache; the
 /// other objects' cached states stay as they were.
+///
+/// The fingerprints are taken without the checkout lock (a store may be
+/// slow), so the cache is written through [`Repo::update_workspace`]: under
+/// the lock, into the file as it is by then, and only if this checkout still
+/// stands where `ws` said (same bookmark and working refs). A `new` that
+/// moved it meanwhile keeps everything it wrote, and the fingerprints of the
+/// old position are not cached for the new one. `ws` gets them either way:
+/// they are what this command read.
 pub async fn snapshot(
     repo: &Repo,
     ws: &mut WorkspaceState,
@@ -82,8 +90,31 @@ pub async fn snapshot(
 ) -> Result<Fingerprints> {
     let states = fingerprint(repo, ws, manifests, keys).await?;
     record(ws, &states);
-    repo.save_workspace(ws)?;
+    let read_at = position(ws);
+    repo.update_workspace(|now| {
+        if position(now) == read_at {
+            record(now, &states);
+        }
+    })?;
     Ok(states)
+}
+
+/// Where a checkout reads its objects: what a snapshot's fingerprints
+/// depend on.
+fn position(
+    ws: &WorkspaceState,
+) -> (
+    &str,
+    Option<&str>,
+    &BTreeMap<String, String>,
+    &BTreeMap<String, String>,
+) {
+    (
+        &ws.workspace_id,
+        ws.bookmark.as_deref(),
+        &ws.working_refs,
+        &ws.pending_forks,
+    )
 }
 
 /// Put fresh fingerprints into the snapshot cache.

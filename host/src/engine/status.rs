@@ -99,7 +99,24 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
     }
     let bookmark = ws.bookmark.clone();
     let stale_keys = super::fork::stale_keys(&ws, &manifests);
-    let (bookmark_drift, vcs_drift) = drift(repo, &ws)?;
+    let (mut bookmark_drift, vcs_drift) = drift(repo, &ws)?;
+    // A `new` killed half-way leaves the VCS and workspace.toml on different
+    // bookmarks: finishing it, not going back, is the way out.
+    if !bookmark_drift.is_empty()
+        && let Some(e) = super::new::interrupted(repo)?
+    {
+        bookmark_drift = vec![format!(
+            "an interrupted `tether new` (operation {}) left this checkout half-way to bookmark \
+             {}: {} finishes it",
+            e.id,
+            e.plan
+                .as_ref()
+                .and_then(|p| p.pointer("/context/bookmark"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("(none)"),
+            crate::oplog::rerun_hint(&e)
+        )];
+    }
     Ok(StatusReport {
         manifest_hash: manifest::manifest_hash(&manifests),
         stale: !stale_keys.is_empty(),

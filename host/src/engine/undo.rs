@@ -47,6 +47,7 @@ use super::commit::brief;
 use super::error::{Result, TetherError};
 use super::fork::branch_head;
 use super::repo::{Repo, content};
+use crate::lock::Locks;
 use crate::model::workspace::State;
 use crate::model::{Manifest, WorkspaceState, manifest};
 use crate::oplog::{NewOp, OpEntry, OpHandle, OplogError};
@@ -95,7 +96,7 @@ impl UndoReport {
 
 /// Reverse one operation of this checkout's log.
 pub async fn undo(repo: &Repo, opts: &UndoOptions) -> Result<UndoReport> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     let journal = repo.journal()?;
     let target = match journal.undo_target(opts.op_id.as_deref()) {
         Ok(t) => t,
@@ -112,15 +113,15 @@ pub async fn undo(repo: &Repo, opts: &UndoOptions) -> Result<UndoReport> {
     };
     match target.command.as_str() {
         "commit" | "pull" => undo_commit(repo, &target, &mut report).await?,
-        "new" | "restore" | "open" => undo_forks(repo, &target, opts, &mut report).await?,
+        "new" | "restore" | "open" => undo_forks(repo, &locks, &target, opts, &mut report).await?,
         "add" | "remove" | "import" => {
             undo_manifests(repo, &target, &mut report)?;
             if target.command == "add" {
-                undo_created_store(repo, &target, &mut report).await?;
+                undo_created_store(repo, &locks, &target, &mut report).await?;
             }
         }
         "set" => undo_set(repo, &target, &mut report)?,
-        "gc" => undo_gc(repo, &target, &mut report)?,
+        "gc" => undo_gc(repo, &locks, &target, &mut report)?,
         other => {
             return Err(TetherError::Refused(format!(
                 "operation {} ({other}) is not one tether knows how to reverse",
@@ -485,6 +486,7 @@ fn describe_head(head: &HeadState) -> String {
 
 async fn undo_forks(
     repo: &Repo,
+    locks: &Locks,
     target: &OpEntry,
     opts: &UndoOptions,
     report: &mut UndoReport,
@@ -669,7 +671,7 @@ async fn undo_forks(
         }
     }
 
-    restore_workspace(repo, target, report)?;
+    restore_workspace(repo, locks, target, report)?;
     finish(op, report)
 }
 
@@ -778,7 +780,12 @@ fn item_name((field, key): &(String, String)) -> String {
 
 /// Put back the `workspace.toml` entries the target changed that still hold
 /// what it left; list the others as skipped.
-fn restore_workspace(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
+fn restore_workspace(
+    repo: &Repo,
+    locks: &Locks,
+    target: &OpEntry,
+    report: &mut UndoReport,
+) -> Result<()> {
     let Some(before) = target.pre.get("workspace").and_then(parse_pre) else {
         return Ok(());
     };
@@ -830,7 +837,7 @@ fn restore_workspace(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
     if !restored.is_empty() {
         // The cached snapshot read other branches for these objects.
         super::snapshot::invalidate(&mut ws, &touched_keys);
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(locks, &ws)?;
     }
     if skipped.is_empty() {
         report.restored.push("workspace.toml restored".into());
@@ -925,7 +932,12 @@ fn undo_manifests(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Res
 /// `undo add` of `add --create`: the store goes again while it is still
 /// empty (its base branch at the initial state, the marker, and the working
 /// branch the add forked); one that holds anything now is kept and said so.
-async fn undo_created_store(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
+async fn undo_created_store(
+    repo: &Repo,
+    locks: &Locks,
+    target: &OpEntry,
+    report: &mut UndoReport,
+) -> Result<()> {
     let Some(created) = target
         .progress
         .iter()
@@ -981,7 +993,7 @@ async fn undo_created_store(repo: &Repo, target: &OpEntry, report: &mut UndoRepo
     let mut ws = repo.workspace()?;
     if ws.working_refs.remove(&key).is_some() {
         ws.fork_points.remove(&key);
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(locks, &ws)?;
     }
     report.restored.push(format!(
         "{key}: deleted the still-empty store add --create made"
@@ -1067,7 +1079,7 @@ fn saved_state(saved: &Value, field: &str) -> Option<State> {
 /// `gc`: remember the working refs it forgot, with their fork points, and
 /// write back the listings it deleted; its released pins and deleted
 /// branches cannot come back.
-fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
+fn undo_gc(repo: &Repo, locks: &Locks, target: &OpEntry, report: &mut UndoReport) -> Result<()> {
     let gc = target.result.get("report").cloned().unwrap_or(Value::Null);
     let forgotten: BTreeSet<String> = gc
         .get("forgotten_working_refs")
@@ -1168,7 +1180,7 @@ fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()>
                 .restored
                 .push(format!("{key}: working ref {} remembered again", r.name));
         }
-        repo.save_workspace(&ws)?;
+        repo.save_workspace(locks, &ws)?;
         op.progress(json!({"remembered": remembered.iter().map(|r| (r.key.clone(), r.name.clone())).collect::<BTreeMap<_, _>>()}))?;
     }
     let dir = repo.layout.listings_dir();

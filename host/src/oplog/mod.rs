@@ -21,6 +21,11 @@
 //! - `{"record": "done", "op", "at", "result", "pre"}` (`pre`: what `undo`
 //!   learnt while the op ran, merged over the started `pre`; may be absent)
 //! - `{"record": "undone", "op", "by", "at"}`
+//! - `{"record": "closed", "op", "by", "at", "how"}`: an INCOMPLETE entry
+//!   whose effects a later operation accounted for (a re-run that finished
+//!   it, a `repair` that handed its leftover pins to `gc`). It reads back
+//!   with status `closed` and `result` `{"closed_by", "summary"}`; `gc` no
+//!   longer keeps what it set out to create, and `undo` still refuses it.
 //!
 //! Reading folds them into [`OpEntry`]s, the `tether ops --json` shape of spec
 //! 09. An `undo` names its target in its started record (`undoes`); completing
@@ -110,6 +115,16 @@ pub enum OplogError {
     #[error("operation {id} ({command}) cannot be undone by tether")]
     NotUndoable { id: String, command: String },
 
+    #[error(
+        "operation {id} ({command}) was interrupted, then closed by {by}: what it did is not \
+         fully known, so it cannot be undone"
+    )]
+    Closed {
+        id: String,
+        command: String,
+        by: String,
+    },
+
     #[error("operation {id} was already undone by {by}")]
     AlreadyUndone { id: String, by: String },
 
@@ -159,11 +174,21 @@ pub struct OpEntry {
 
 pub const STATUS_STARTED: &str = "started";
 pub const STATUS_DONE: &str = "done";
+/// An INCOMPLETE entry closed by a later operation (a `closed` record).
+pub const STATUS_CLOSED: &str = "closed";
 
 impl OpEntry {
     /// Started with no completion mark: interrupted (or running right now).
     pub fn is_incomplete(&self) -> bool {
         self.status == STATUS_STARTED
+    }
+
+    /// The operation that closed it, when it was interrupted and closed.
+    pub fn closed_by(&self) -> Option<&str> {
+        if self.status != STATUS_CLOSED {
+            return None;
+        }
+        self.result.get("closed_by").and_then(Value::as_str)
     }
 
     /// The dataset commit it recorded (`result.vcs_commit`), if any.
@@ -185,6 +210,9 @@ impl OpEntry {
         }
         if self.is_incomplete() {
             flags.push("INCOMPLETE".to_string());
+        }
+        if let Some(by) = self.closed_by() {
+            flags.push(format!("(interrupted; closed by {by})"));
         }
         flags
     }
@@ -330,6 +358,17 @@ impl Journal {
         })
     }
 
+    /// Close the INCOMPLETE entries `ids` on behalf of the running operation
+    /// `by` (see the `closed` record above), `how` saying why. A closed or
+    /// completed entry stays as it is.
+    pub fn close(&self, ids: &[String], by: &str, how: &str) -> Result<(), OplogError> {
+        let marks = close_marks(ids, by, how);
+        if marks.is_empty() {
+            return Ok(());
+        }
+        jsonl::append_all(&self.path, &marks).map_err(|e| OplogError::io(&self.path, e))
+    }
+
     /// Record that `id` was reversed by `by` (for reversals not completed
     /// through an undo entry's own completion, e.g. a drop's steps).
     pub fn mark_undone(&self, id: &str, by: &str) -> Result<(), OplogError> {
@@ -433,6 +472,13 @@ impl Journal {
                 }
             }
         };
+        if let Some(by) = entry.closed_by() {
+            return Err(OplogError::Closed {
+                by: by.to_string(),
+                id: entry.id,
+                command: entry.command,
+            });
+        }
         if entry.is_incomplete() {
             return Err(OplogError::Incomplete {
                 rerun: rerun_hint(&entry),
@@ -476,6 +522,21 @@ impl OpHandle {
             record["pre"] = pre;
         }
         jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        Ok(self.id)
+    }
+
+    /// [`OpHandle::finish`], closing the INCOMPLETE entries `closes` in the
+    /// same append: this operation finished what they had set out to do.
+    pub fn finish_closing(
+        self,
+        result: Value,
+        closes: &[String],
+        how: &str,
+    ) -> Result<String, OplogError> {
+        let mut records =
+            vec![json!({"record": "done", "op": self.id, "at": now(), "result": result})];
+        records.extend(close_marks(closes, &self.id, how));
+        jsonl::append_all(&self.path, &records).map_err(|e| OplogError::io(&self.path, e))?;
         Ok(self.id)
     }
 }
@@ -522,6 +583,12 @@ fn find(entries: Vec<OpEntry>, id: &str) -> Result<OpEntry, OplogError> {
         .ok_or_else(|| OplogError::NotFound { id: id.into() })
 }
 
+fn close_marks(ids: &[String], by: &str, how: &str) -> Vec<Value> {
+    ids.iter()
+        .map(|id| json!({"record": "closed", "op": id, "by": by, "at": now(), "how": how}))
+        .collect()
+}
+
 /// The command that finishes an interrupted operation, as a phrase
 /// (running `tether commit` again, or a drop's own command).
 pub fn rerun_hint(entry: &OpEntry) -> String {
@@ -531,8 +598,18 @@ pub fn rerun_hint(entry: &OpEntry) -> String {
         .and_then(|p| p.get("context"))
         .and_then(|c| c.get("bookmark"))
         .and_then(Value::as_str);
+    let vcs = entry
+        .plan
+        .as_ref()
+        .and_then(|p| p.get("context"))
+        .and_then(|c| c.get("vcs"));
+    let moved = vcs.and_then(|v| v.get("move")).and_then(Value::as_str);
     match (entry.command.as_str(), bookmark) {
         ("drop", Some(b)) => format!("`tether drop {b} --no-dry-run`"),
+        // The same `new` again: a bookmark it created is then joined where
+        // it was made.
+        ("new", Some(b)) if moved == Some("create") => format!("`tether new -b {b}`"),
+        ("new", Some(b)) => format!("`tether new {b}`"),
         ("drop", None) => "running the `tether drop` again".to_string(),
         (cmd, _) => format!("running `tether {cmd}` again"),
     }
@@ -596,6 +673,17 @@ fn fold(records: Vec<Value>) -> Vec<OpEntry> {
                     if let Some(&t) = index.get(&target) {
                         entries[t].undone_by = Some(by);
                     }
+                }
+            }
+            Some("closed") => {
+                if let Some(&i) = str_of("op").and_then(|id| index.get(&id))
+                    && entries[i].is_incomplete()
+                {
+                    entries[i].status = STATUS_CLOSED.into();
+                    entries[i].result = json!({
+                        "closed_by": str_of("by"),
+                        "summary": str_of("how").unwrap_or_default(),
+                    });
                 }
             }
             Some("undone") => {

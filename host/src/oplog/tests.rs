@@ -95,6 +95,49 @@ fn an_interrupted_op_reads_back_incomplete() {
 }
 
 #[test]
+fn a_closed_entry_is_no_longer_incomplete_and_still_not_undoable() {
+    let (_dir, j) = journal();
+    let killed = j.begin("gc", None, None).unwrap();
+    let killed_id = killed.id().to_string();
+    drop(killed);
+    let done = j.begin("gc", None, None).unwrap();
+    let done_id = done
+        .finish_closing(
+            json!({"summary": "gc"}),
+            std::slice::from_ref(&killed_id),
+            "finished by gc",
+        )
+        .unwrap();
+    // One append: the completion and the close mark land together.
+    let on_disk = lines(&j);
+    assert_eq!(on_disk.len(), 4);
+    assert_eq!(on_disk[3]["record"], json!("closed"));
+    assert_eq!(on_disk[3]["op"], json!(killed_id));
+
+    assert!(j.incomplete().unwrap().is_empty());
+    let e = j.get(&killed_id).unwrap();
+    assert_eq!(e.status, STATUS_CLOSED);
+    assert_eq!(e.closed_by(), Some(done_id.as_str()));
+    assert_eq!(e.result["summary"], json!("finished by gc"));
+    assert_eq!(
+        e.flags(),
+        vec![format!("(interrupted; closed by {done_id})")]
+    );
+    let err = j.undo_target(Some(&killed_id)).unwrap_err();
+    assert!(matches!(err, OplogError::Closed { .. }), "{err}");
+    assert!(err.to_string().contains("cannot be undone"), "{err}");
+
+    // Closing again, or closing a completed entry, changes nothing.
+    j.close(&[killed_id.clone(), done_id.clone()], "later", "again")
+        .unwrap();
+    assert_eq!(
+        j.get(&killed_id).unwrap().closed_by(),
+        Some(done_id.as_str())
+    );
+    assert_eq!(j.get(&done_id).unwrap().status, STATUS_DONE);
+}
+
+#[test]
 fn a_torn_last_line_is_tolerated_and_the_next_entry_starts_fresh() {
     let (_dir, j) = journal();
     let first = j
