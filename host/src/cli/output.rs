@@ -92,12 +92,13 @@ pub fn age(timestamp: &str) -> String {
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
 
-/// Print a plan for `--dry-run` / `--plan FILE` (saving it first), with the
-/// command that applies a saved one.
+/// Print a plan for `--dry-run` / `--plan FILE` (saving it first), the
+/// command's own notes under it, and the command that applies a saved one.
 pub fn preview_plan(
     plan: &crate::plan::Plan,
     save: Option<&std::path::Path>,
     json: bool,
+    notes: &[String],
 ) -> anyhow::Result<()> {
     if let Some(path) = save {
         plan.save(path)?;
@@ -107,6 +108,9 @@ pub fn preview_plan(
         return Ok(());
     }
     out!("{}", plan.render());
+    for note in notes {
+        outln!("{note}");
+    }
     if let Some(path) = save {
         outln!(
             "plan saved to {}; apply it with `tether {} --from-plan {}`",
@@ -134,8 +138,12 @@ pub struct PlanArgs {
 }
 
 impl PlanArgs {
-    /// Whether the plan is only shown (or saved), not applied.
-    pub fn previewing(&self) -> bool {
-        self.dry_run || self.plan.is_some()
+    /// The mode [`super::frame::run_planned`] runs in.
+    pub fn mode(&self) -> super::frame::PlanMode<'_> {
+        super::frame::PlanMode::new(
+            self.dry_run,
+            self.plan.as_deref(),
+            self.from_plan.as_deref(),
+        )
     }
 }

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::status::{self, SnapshotMode, StatusReport};
 
 #[derive(Debug, clap::Args)]
@@ -18,11 +18,11 @@ pub struct Args {
     no_snapshot: bool,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let mode = if args.snapshot {
         SnapshotMode::Fresh
     } else if args.no_snapshot {

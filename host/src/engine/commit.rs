@@ -12,7 +12,6 @@
 //!    back.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -658,22 +657,6 @@ async fn rollback(
             tracing::error!(key = %k, "could not restore the manifest while rolling back: {e}");
         }
     }
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "commit" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for commit",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
 }
 
 /// For the CLI: a state as `k=v` pairs.

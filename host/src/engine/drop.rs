@@ -272,16 +272,3 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     op.finish(json!({"summary": format!("dropped {b}"), "report": report}))?;
     Ok(report)
 }
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "drop" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for drop",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
-}

@@ -179,16 +179,3 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ForgetReport> {
     }
     Ok(report)
 }
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "forget-workspace" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for forget-workspace",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
-}

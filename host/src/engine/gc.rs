@@ -1248,19 +1248,6 @@ fn pin_id_of(a: &Action) -> String {
         .unwrap_or_else(|| a.target.clone())
 }
 
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "gc" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for gc",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
-}
-
 /// For `drop` and `abandon`: the commit ids as strings.
 pub fn commit_set(commits: &[CommitId]) -> BTreeSet<String> {
     commits.iter().map(|c| c.to_string()).collect()

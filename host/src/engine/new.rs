@@ -784,16 +784,3 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     op.finish(json!({"summary": summary, "report": report, "failed": report.failed}))?;
     Ok(report)
 }
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "new" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for new",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
-}

@@ -637,19 +637,3 @@ async fn calls_for(
     }
     Ok(calls)
 }
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "promote" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for promote",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
-}

@@ -29,7 +29,6 @@
 //! interrupted (INCOMPLETE) operation of this checkout's log got.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -464,19 +463,4 @@ pub fn unrepairable(plan: &Plan) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan and
-/// a `KEY...` other than the plan's own selection.
-pub fn load_plan(path: &Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "repair" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for repair",
-            path.display(),
-            plan.command
-        )));
-    }
-    plan.check_selection(keys)?;
-    Ok(plan)
 }

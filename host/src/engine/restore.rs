@@ -311,19 +311,3 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
     }
     Ok(report)
 }
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "restore" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for restore",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
-}
