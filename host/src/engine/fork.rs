@@ -10,16 +10,15 @@ use serde_json::{Value, json};
 
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
-use super::verify::pin_ref;
 use crate::model::{Manifest, WorkspaceState};
 use crate::oplog::NewOp;
-use crate::plugin::{BackendError, Descriptor, Expected, ObjectClient, Target};
+use crate::plugin::{BackendError, Descriptor, Expected, ObjectClient, PinRef, Target};
 
 /// What a fork starts from: the commit's pin, or, for a `pin = "record"`
 /// object, its recorded state. `None`: the object was never committed.
 pub fn fork_source(m: &Manifest) -> Option<(Target, Value)> {
     let state = Value::Object(m.state.clone()?);
-    match pin_ref(m) {
+    match PinRef::of(m) {
         Some(pin) => Some((Target::Pinned(pin), state)),
         None if m.recoverable => Some((Target::Recorded(state.clone()), state)),
         None => None,

@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use super::error::{Result, TetherError};
 use super::repo::Repo;
-use super::verify::pin_ref;
-use crate::plugin::{Target, VerifyStatus};
+use crate::plugin::{PinRef, Target, VerifyStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Access {
@@ -165,7 +164,7 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
     let plugin = repo.plugin(&m.kind).await?;
     let addressable = plugin.descriptor().has("ADDRESSABLE");
     let client = repo.client_for(&plugin, &Value::Object(m.locator.clone()));
-    let Some(pin) = pin_ref(m) else {
+    let Some(pin) = PinRef::of(m) else {
         if m.recoverable && addressable {
             return Ok((Target::Recorded(state), true, Vec::new(), client));
         }
