@@ -167,10 +167,26 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // The line could not be parsed, so whether it asked for --json
+            // is read from the words themselves (before any `--`).
+            let json = std::env::args_os()
+                .skip(1)
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            if json {
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default();
+                output::ErrorReport::usage(first.trim_start_matches("error: ").to_string())
+                    .print_json();
+            }
+            let _ = e.print();
+            return ExitCode::from(output::ErrorReport::usage(String::new()).exit_code());
         }
     };
     init_logging(cli.verbose);
@@ -181,7 +197,7 @@ pub fn main() -> ExitCode {
         (!cli.directory.is_empty()).then(|| cli.directory.iter().collect());
     let ctx = match frame::Ctx::new(chdir.as_deref(), json) {
         Ok(ctx) => ctx,
-        Err(e) => return output::fail(&e),
+        Err(e) => return output::fail(&e, json),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -189,7 +205,10 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            return output::fail(&anyhow::anyhow!("cannot start the async runtime: {e}"));
+            return output::fail(
+                &anyhow::anyhow!("cannot start the async runtime: {e}"),
+                json,
+            );
         }
     };
     let ctx = &ctx;
@@ -223,14 +242,14 @@ pub fn main() -> ExitCode {
         }
     });
     match result {
-        Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e)),
-        Err(e) => output::fail(&e),
+        Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e, json)),
+        Err(e) => output::fail(&e, json),
     }
 }
 
 impl Command {
     /// Whether the command was asked for `--json` (`add` and `remove` print
-    /// no result, so take none).
+    /// no result, so take none): its errors are then printed as JSON too.
     fn json(&self) -> bool {
         match self {
             Command::Add(_) | Command::Remove(_) => false,

@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::frame::{Ctx, Planned, run_planned};
 use super::output::{Exit, PlanArgs, print_json};
 use crate::engine::Repo;
-use crate::engine::new::{self, NewOptions, NewReport};
+use crate::engine::new::{self, NewOptions, NewReport, SetUp};
 use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
@@ -110,14 +110,14 @@ fn print_report(r: &NewReport, json: bool) -> Result<()> {
             .or_else(|| r.pending_forks.get(key))
             .cloned()
             .unwrap_or_default();
-        let note = match how.as_str() {
-            "deferred" => "created on first writable open",
-            "forked" => "created",
-            "reset" => "reset onto the pin",
-            "reused" => "already at the pin",
-            "adopted" => "adopted as it is",
-            "shared" => "shared with its branch scope",
-            other => other,
+        let note = match how {
+            SetUp::Deferred => "created on first writable open",
+            SetUp::Forked => "created",
+            SetUp::Reset => "reset onto the pin",
+            SetUp::Reused => "already at the pin",
+            SetUp::Adopted => "adopted as it is",
+            SetUp::Shared => "shared with its branch scope",
+            SetUp::Trunk => "trunk",
         };
         lines.push(format!("  {key} -> {name} ({note})"));
     }

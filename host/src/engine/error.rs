@@ -85,8 +85,20 @@ impl TetherError {
             TetherError::UnknownKind { .. } | TetherError::KeyTaken { .. } => "ConfigError",
             TetherError::ImmutableModified { .. } => "ImmutableObjectModified",
             TetherError::PinDrift { .. } => "PinDriftError",
+            TetherError::Vcs(_) => "VcsError",
             _ => "TetherError",
         }
+    }
+
+    /// What to do about the error, kept apart from its reason (empty when
+    /// the message says it all).
+    pub fn hints(&self) -> &[String] {
+        &[]
+    }
+
+    /// What went wrong, without the hints.
+    pub fn reason(&self) -> String {
+        self.to_string()
     }
 
     pub fn backend(key: &str, error: BackendError) -> TetherError {

@@ -52,6 +52,26 @@ pub struct NewOptions {
     pub adopt: bool,
 }
 
+/// How `new` set up one object's working ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetUp {
+    /// A branch created now.
+    Forked,
+    /// An existing branch reset onto the pin.
+    Reset,
+    /// A branch already at the pin, kept.
+    Reused,
+    /// The bookmark's existing branch, taken as it is.
+    Adopted,
+    /// The branch of its branch scope's leader.
+    Shared,
+    /// Created on the first writable open.
+    Deferred,
+    /// On the trunk: the upstream branch.
+    Trunk,
+}
+
 /// The `--json` shape of spec/09.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct NewReport {
@@ -63,10 +83,9 @@ pub struct NewReport {
     /// Forks a store refused (the rest landed; a re-run finishes).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub failed: BTreeMap<String, String>,
-    /// For the CLI: how each key got its working ref (`forked`, `reset`,
-    /// `reused`, `adopted`, `shared`, `deferred`, `trunk`).
+    /// For the CLI: how each key got its working ref.
     #[serde(skip)]
-    pub how: BTreeMap<String, String>,
+    pub how: BTreeMap<String, SetUp>,
     /// For the CLI: the parking branch of a read-only working copy.
     #[serde(skip)]
     pub parked: Option<String>,
@@ -702,27 +721,27 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             verb::FORK if forked.contains(&k) => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
                 if a.params.contains_key("reset_from") {
-                    "reset"
+                    SetUp::Reset
                 } else {
-                    "forked"
+                    SetUp::Forked
                 }
             }
             verb::FORK => continue,
             verb::REUSE => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
-                "reused"
+                SetUp::Reused
             }
             verb::ADOPT => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
                 report.adopted.insert(k.clone(), a.target.clone());
-                "adopted"
+                SetUp::Adopted
             }
             verb::DEFER_FORK => {
                 ws.pending_forks.insert(k.clone(), a.target.clone());
                 if let Some(head) = a.params.get("reset_from").and_then(Value::as_object) {
                     ws.pending_resets.insert(k.clone(), head.clone());
                 }
-                "deferred"
+                SetUp::Deferred
             }
             verb::SHARE => {
                 // Follows its leader: made, deferred, or failed with it.
@@ -739,16 +758,16 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
                 } else {
                     continue;
                 }
-                "shared"
+                SetUp::Shared
             }
             verb::TRUNK => {
                 report.working_refs.insert(k.clone(), a.target.clone());
-                report.how.insert(k.clone(), "trunk".into());
+                report.how.insert(k.clone(), SetUp::Trunk);
                 continue;
             }
             _ => continue,
         };
-        report.how.insert(k.clone(), how.into());
+        report.how.insert(k.clone(), how);
         if let Some(fp) = fork_point {
             report
                 .fork_points
