@@ -55,6 +55,26 @@ fn status_json_outside_a_dataset_prints_a_config_error_object() {
 }
 
 #[test]
+fn commit_json_without_a_message_prints_the_reason_and_the_hint_apart() {
+    let d = Dataset::init();
+    let store = d.memory_store("imaging");
+    store.write(json!({"labels": "0"}), "first");
+    d.add_memory("imaging", &store);
+    let out = d.tether(&["commit", "--json"]);
+    let e = json_error(&out, 1);
+    assert_eq!(e["class"], "TetherError", "{e}");
+    assert_eq!(e["message"], "a commit message is required", "{e}");
+    assert_eq!(e["hints"], json!(["`tether commit -m MESSAGE`"]), "{e}");
+    // The human text is the one it always was.
+    assert!(
+        stderr(&out).contains("a commit message is required: `tether commit -m MESSAGE`"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(store.tags(), Vec::<String>::new(), "nothing was pinned");
+}
+
+#[test]
 fn a_usage_error_with_json_is_a_usage_error_object_and_exit_2() {
     let d = Dataset::init();
     let out = d.tether(&["status", "--json", "--no-such-flag"]);

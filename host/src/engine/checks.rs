@@ -62,9 +62,10 @@ pub(crate) fn subjects(
     all_history: bool,
 ) -> Result<Vec<Subject>> {
     if all_history && rev.is_some() {
-        return Err(TetherError::Refused(
-            "--rev and --all-history select different manifests: give one".into(),
-        ));
+        return Err(
+            TetherError::refused("--rev and --all-history select different manifests")
+                .hint("give one"),
+        );
     }
     // (label prefix, manifests): every commit's sets, one commit's (each
     // side and base of a conflict), or the working tree's.

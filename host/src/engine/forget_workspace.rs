@@ -41,9 +41,10 @@ pub fn plan(repo: &Repo, id: Option<&str>) -> Result<Plan> {
                 })
                 .collect();
             if matches.len() > 1 {
-                return Err(TetherError::Refused(format!(
-                    "workspace id {id:?} is ambiguous: give more of it"
-                )));
+                return Err(
+                    TetherError::refused(format!("workspace id {id:?} is ambiguous"))
+                        .hint("give more of it"),
+                );
             }
             matches.into_iter().next()
         }
@@ -61,7 +62,7 @@ pub fn plan(repo: &Repo, id: Option<&str>) -> Result<Plan> {
                 })
             })
             .collect();
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "no live checkout has workspace id {:?}; the live ones are: {}",
             id.unwrap_or_default(),
             if known.is_empty() {

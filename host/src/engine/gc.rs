@@ -352,7 +352,7 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
     // what the dataset references.
     let prefix = repo.vcs_path(&repo.layout.dot_dir());
     if let Some((commit, paths)) = repo.vcs.unresolved_conflicts(&prefix)?.first() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "refusing to {command}: commit {} has a conflict in the dataset's files ({}) that no \
              later commit resolved, so what the dataset references is not settled; resolve it \
              first (`jj resolve`, or edit the files and `tether commit`), then run `tether \
@@ -369,7 +369,7 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
         1 => ("bookmark", "is"),
         _ => ("bookmarks", "are"),
     };
-    Err(TetherError::Refused(format!(
+    Err(TetherError::refused(format!(
         "refusing to {command}: {noun} {} {is} conflicted in the VCS (moved concurrently), so \
          which commits stay reachable is not settled; resolve it first (`jj bookmark set {first} \
          -r REV`), then run `tether {command}` again",

@@ -171,7 +171,7 @@ pub(crate) fn manifests_at<'a>(
     let read = repo.vcs.commit_files(commit, &prefix)?;
     let conflicted = read.conflicted_paths();
     if !conflicted.is_empty() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "commit {} has a conflict in the dataset's files ({}): its sides record different \
              states, so which one the commit names is not settled; resolve it (`jj resolve`, or \
              edit the files and `tether commit`) and name the commit that resolves it",

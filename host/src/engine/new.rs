@@ -111,14 +111,17 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
     let current = head.bookmark().map(str::to_string);
     if let Some(name) = &opts.create {
         if name.trim().is_empty() || name.starts_with('-') {
-            return Err(TetherError::Refused(format!(
-                "{name:?} is not a bookmark name: give a name such as `relabel`"
-            )));
+            return Err(
+                TetherError::refused(format!("{name:?} is not a bookmark name"))
+                    .hint("give a name such as `relabel`"),
+            );
         }
         if repo.vcs.branch_head(name)?.is_some() {
-            return Err(TetherError::Refused(format!(
-                "bookmark {name:?} already exists: `tether new {name}` joins it, or pick another name"
-            )));
+            return Err(
+                TetherError::refused(format!("bookmark {name:?} already exists")).hint(format!(
+                    "`tether new {name}` joins it, or pick another name"
+                )),
+            );
         }
         let at = match &opts.rev {
             Some(rev) => repo.vcs.resolve(rev)?,
@@ -147,11 +150,14 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                 vcs: vcs_move("stay", Some(name), Some(commit)),
             }),
             HeadState::Parked { commit, .. } | HeadState::Detached { commit } => {
-                Err(TetherError::Refused(format!(
-                    "this working copy is on no bookmark (read-only at {}): `tether new NAME` joins \
-                     a bookmark, `tether new -b NAME` starts one here",
+                Err(TetherError::refused(format!(
+                    "this working copy is on no bookmark (read-only at {})",
                     commit.short12()
-                )))
+                ))
+                .hint(
+                    "`tether new NAME` joins \
+                     a bookmark, `tether new -b NAME` starts one here",
+                ))
             }
         };
     };
@@ -220,37 +226,41 @@ struct Probe {
 /// Decide what `new` would do.
 pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
     if opts.discard && opts.adopt {
-        return Err(TetherError::Refused(
-            "--discard resets branches and --adopt takes them as they are: give one".into(),
-        ));
+        return Err(TetherError::refused(
+            "--discard resets branches and --adopt takes them as they are",
+        )
+        .hint("give one"));
     }
     if opts.keep && opts.adopt {
-        return Err(TetherError::Refused(
+        return Err(TetherError::refused(
             "--keep leaves the working refs as they are and --adopt replaces them with the \
-             bookmark's existing branches: give one"
-                .into(),
-        ));
+             bookmark's existing branches",
+        )
+        .hint("give one"));
     }
     let ws = repo.workspace_for_plan()?;
     let dest = destination(repo, &ws, opts)?;
     let trunk = dest.bookmark.as_deref() == Some(repo.config.trunk.as_str());
     if opts.adopt && trunk {
-        return Err(TetherError::Refused(
+        return Err(TetherError::refused(
             "--adopt takes a bookmark's own branches; on the trunk every object works on its \
-             upstream branch: `tether new -b NAME --adopt` or `tether new NAME --adopt`"
-                .into(),
-        ));
+             upstream branch",
+        )
+        .hint("`tether new -b NAME --adopt` or `tether new NAME --adopt`"));
     }
     if let Some(b) = dest.bookmark.as_deref().filter(|_| !trunk) {
         let held = super::checkouts::holders(&super::checkouts::live(repo)?, b);
         if !held.is_empty() && !opts.shared {
             let (path, id) = &held[0];
-            return Err(TetherError::Refused(format!(
-                "bookmark {b:?} is held by the checkout at {path} (workspace {}): two checkouts on \
+            return Err(TetherError::refused(format!(
+                "bookmark {b:?} is held by the checkout at {path} (workspace {})",
+                ids::workspace_short(id)
+            ))
+            .hint(
+                "two checkouts on \
                  one bookmark write the same store branches; pass --shared to do that on purpose, \
                  or pick another bookmark",
-                ids::workspace_short(id)
-            )));
+            ));
         }
     }
     let eager = opts
@@ -597,7 +607,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         } else {
             "see `tether new --dry-run`"
         };
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "refusing to reset working branches with unpinned writes: {}; {advice}",
             refusals.join("; ")
         )));

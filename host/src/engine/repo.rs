@@ -224,7 +224,7 @@ impl Repo {
     pub async fn plugins(&self) -> Result<&BTreeMap<String, Arc<Plugin>>> {
         let loaded = self.loaded_plugins().await?;
         if let Some(e) = loaded.refused.values().next() {
-            return Err(TetherError::Refused(e.to_string()));
+            return Err(TetherError::refused(e.to_string()));
         }
         Ok(&loaded.plugins)
     }
@@ -385,7 +385,7 @@ impl Repo {
         }
         let loaded = self.loaded_plugins().await?;
         if let Some(e) = loaded.refused.get(kind) {
-            return Err(TetherError::Refused(e.to_string()));
+            return Err(TetherError::refused(e.to_string()));
         }
         loaded
             .plugins
