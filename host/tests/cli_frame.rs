@@ -192,3 +192,18 @@ fn status_json_keeps_its_shape_with_the_report_enums() {
     keys.sort();
     assert_eq!(keys, ["commit", "op", "referenced"], "{v}");
 }
+
+#[test]
+fn drop_json_without_a_bookmark_names_what_to_give_as_a_hint() {
+    let d = Dataset::init();
+    let out = d.tether(&["drop", "--json"]);
+    let e = json_error(&out, 1);
+    assert_eq!(e["class"], "TetherError", "{e}");
+    assert_eq!(e["message"], "name the bookmark to drop", "{e}");
+    assert_eq!(e["hints"], json!(["`tether drop BOOKMARK`"]), "{e}");
+    assert!(
+        stderr(&out).contains("name the bookmark to drop: `tether drop BOOKMARK`"),
+        "{}",
+        describe(&out)
+    );
+}
