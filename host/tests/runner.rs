@@ -8,6 +8,7 @@ mod support;
 mod abi;
 mod bad_input;
 mod branching;
+mod cli_frame;
 mod commit_rollback;
 mod file_plugin;
 mod file_s3;

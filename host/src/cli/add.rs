@@ -2,8 +2,8 @@
 
 use anyhow::{Result, bail};
 
+use super::frame::Ctx;
 use super::output::Exit;
-use crate::engine::Repo;
 use crate::engine::add::{self, AddRequest};
 use crate::model::{FileMode, PinMode};
 
@@ -53,9 +53,9 @@ pub struct Args {
     create: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let cwd = std::env::current_dir()?;
-    let repo = Repo::find(&cwd)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
+    let cwd = ctx.dir().to_path_buf();
     let mut fields = Vec::new();
     for (name, value) in [
         ("branch", &args.branch),

@@ -2,26 +2,26 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::{Repo, backends};
-use crate::model::Layout;
+use crate::engine::backends;
 use crate::plugin::Runtime;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     let runtime = Runtime::global()?;
     // Inside a dataset, list what the dataset runs (its pins honoured);
     // elsewhere, this tether's built-ins.
-    let cwd = std::env::current_dir()?;
-    let rows = match Layout::find(&cwd) {
-        Ok(_) => backends::list_for(&Repo::find(&cwd)?).await?,
-        Err(_) => backends::list(&runtime).await?,
+    let rows = if ctx.in_dataset() {
+        backends::list_for(&ctx.repo()?).await?
+    } else {
+        backends::list(&runtime).await?
     };
     tracing::debug!(stats = ?runtime.stats(), "plugin runtime");
     if args.json {

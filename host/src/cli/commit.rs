@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
-use crate::engine::Repo;
+use super::frame::{Ctx, PlanMode, Planned, run_planned};
+use super::output::{Exit, print_json};
 use crate::engine::commit::{self, CommitOptions, CommitReport};
+use crate::engine::{Repo, TetherError};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,37 +41,58 @@ pub struct Args {
     from_plan: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    if let Some(path) = &args.from_plan {
-        let plan = commit::load_plan(path, &args.keys)?;
-        let report = commit::apply(&repo, &plan, args.message.as_deref()).await?;
-        print_report(&report, args.json)?;
-        return Ok(Exit::Ok);
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let mode = PlanMode::new(
+        args.dry_run,
+        args.plan.as_deref(),
+        args.from_plan.as_deref(),
+    );
+    run_planned(ctx, &args, mode).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "commit";
+    type Report = CommitReport;
+
+    fn keys(&self) -> &[String] {
+        &self.keys
     }
-    let previewing = args.dry_run || args.plan.is_some();
-    if !previewing && !args.no_vcs && args.message.as_deref().is_none_or(|m| m.trim().is_empty()) {
-        bail!("a commit message is required: `tether commit -m MESSAGE`");
+
+    fn check(&self, previewing: bool) -> Result<()> {
+        if !previewing
+            && !self.no_vcs
+            && self.message.as_deref().is_none_or(|m| m.trim().is_empty())
+        {
+            return Err(TetherError::refused("a commit message is required")
+                .hint("`tether commit -m MESSAGE`")
+                .into());
+        }
+        Ok(())
     }
-    let opts = CommitOptions {
-        keys: args.keys,
-        message: args.message.clone(),
-        no_vcs: args.no_vcs,
-        strict: args.strict,
-        force: args.force,
-        no_snapshot: args.no_snapshot,
-    };
-    let plan = commit::plan(&repo, &opts).await?;
-    if previewing {
-        preview_plan(&plan, args.plan.as_deref(), args.json)?;
-        return Ok(Exit::Ok);
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = CommitOptions {
+            keys: self.keys.clone(),
+            message: self.message.clone(),
+            no_vcs: self.no_vcs,
+            strict: self.strict,
+            force: self.force,
+            no_snapshot: self.no_snapshot,
+        };
+        Ok(commit::plan(repo, &opts).await?)
     }
-    let report = commit::apply(&repo, &plan, args.message.as_deref()).await?;
-    print_report(&report, args.json)?;
-    Ok(Exit::Ok)
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<CommitReport> {
+        Ok(commit::apply(repo, plan, self.message.as_deref()).await?)
+    }
+
+    fn print(&self, report: &CommitReport, json: bool) -> Result<Exit> {
+        print_report(report, json)?;
+        Ok(Exit::Ok)
+    }
 }
 
 fn print_report(r: &CommitReport, json: bool) -> Result<()> {

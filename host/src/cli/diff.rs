@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::diff::{self, DiffOptions, ObjectChange};
 
 #[derive(Debug, clap::Args)]
@@ -23,11 +23,11 @@ pub struct Args {
     limit: usize,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let opts = DiffOptions {
         rev_a: args.rev_a,
         rev_b: args.rev_b,

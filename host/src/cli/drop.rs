@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
-use crate::engine::Repo;
-use crate::engine::drop::{self, DropOptions};
+use super::frame::{Ctx, PlanMode, Planned, run_planned};
+use super::output::{Exit, print_json};
+use crate::engine::drop::{self, DropOptions, DropReport};
+use crate::engine::{Repo, TetherError};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -38,62 +40,71 @@ pub struct Args {
     from_plan: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
-        Some(path) => drop::load_plan(path)?,
-        None => {
-            let Some(bookmark) = args.bookmark.clone() else {
-                anyhow::bail!("name the bookmark to drop: `tether drop BOOKMARK`");
-            };
-            let plan = drop::plan(
-                &repo,
-                &DropOptions {
-                    bookmark,
-                    to: args.to.clone(),
-                    force_prune: args.force_prune,
-                    delete_stores: args.delete_stores,
-                },
-            )
-            .await?;
-            if !args.no_dry_run || args.plan.is_some() {
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
-                if !args.json && args.plan.is_none() {
-                    outln!(
-                        "(not applied; `tether drop {} --no-dry-run` applies it)",
-                        plan.context["bookmark"].as_str().unwrap_or_default()
-                    );
-                }
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = drop::apply(&repo, &plan).await?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        if let Some(to) = &report.left_for {
-            outln!("left {} for {to}", report.bookmark);
-        }
-        if !report.abandoned.is_empty() {
-            let short: Vec<&str> = report
-                .abandoned
-                .iter()
-                .map(|c| &c[..c.len().min(12)])
-                .collect();
-            outln!("abandoned {}", short.join(", "));
-        }
-        outln!("deleted bookmark {}", report.bookmark);
-        if let Some(gc) = &report.gc {
-            super::gc::print_report(gc, false)?;
-        }
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let mode = PlanMode::dry_run_by_default(
+        args.no_dry_run,
+        args.plan.as_deref(),
+        args.from_plan.as_deref(),
+    );
+    run_planned(ctx, &args, mode).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "drop";
+    type Report = DropReport;
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let Some(bookmark) = self.bookmark.clone() else {
+            return Err(TetherError::refused("name the bookmark to drop")
+                .hint("`tether drop BOOKMARK`")
+                .into());
+        };
+        let opts = DropOptions {
+            bookmark,
+            to: self.to.clone(),
+            force_prune: self.force_prune,
+            delete_stores: self.delete_stores,
+        };
+        Ok(drop::plan(repo, &opts).await?)
     }
-    Ok(match &report.gc {
-        Some(gc) if !gc.failed.is_empty() => Exit::Partial,
-        _ => Exit::Ok,
-    })
+
+    fn not_applied(&self, plan: &Plan) -> Option<String> {
+        Some(format!(
+            "(not applied; `tether drop {} --no-dry-run` applies it)",
+            plan.context["bookmark"].as_str().unwrap_or_default()
+        ))
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<DropReport> {
+        Ok(drop::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &DropReport, json: bool) -> Result<Exit> {
+        if json {
+            print_json(report)?;
+        } else {
+            if let Some(to) = &report.left_for {
+                outln!("left {} for {to}", report.bookmark);
+            }
+            if !report.abandoned.is_empty() {
+                let short: Vec<&str> = report
+                    .abandoned
+                    .iter()
+                    .map(|c| &c[..c.len().min(12)])
+                    .collect();
+                outln!("abandoned {}", short.join(", "));
+            }
+            outln!("deleted bookmark {}", report.bookmark);
+            if let Some(gc) = &report.gc {
+                super::gc::print_report(gc, false)?;
+            }
+        }
+        Ok(match &report.gc {
+            Some(gc) if !gc.failed.is_empty() => Exit::Partial,
+            _ => Exit::Ok,
+        })
+    }
 }

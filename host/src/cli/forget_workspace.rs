@@ -2,9 +2,11 @@
 
 use anyhow::Result;
 
-use super::output::{Exit, PlanArgs, preview_plan, print_json};
+use super::frame::{Ctx, Planned, run_planned};
+use super::output::{Exit, PlanArgs, print_json};
 use crate::engine::Repo;
-use crate::engine::forget_workspace;
+use crate::engine::forget_workspace::{self, ForgetReport};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -14,40 +16,44 @@ pub struct Args {
     plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.plans.from_plan {
-        Some(path) => forget_workspace::load_plan(path)?,
-        None => {
-            let plan = forget_workspace::plan(&repo, args.id.as_deref())?;
-            if args.plans.previewing() {
-                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = forget_workspace::apply(&repo, &plan)?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        for f in &report.removed_files {
-            outln!("removed {f}");
-        }
-        if let Some(v) = &report.vcs {
-            outln!("{v}");
-        }
-        for (target, e) in &report.failed {
-            eprintln!("FAILED {target}: {e}");
-        }
-        outln!("forgot workspace {}", report.workspace);
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    run_planned(ctx, &args, args.plans.mode()).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "forget-workspace";
+    type Report = ForgetReport;
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        Ok(forget_workspace::plan(repo, self.id.as_deref())?)
     }
-    Ok(if report.failed.is_empty() {
-        Exit::Ok
-    } else {
-        Exit::Partial
-    })
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<ForgetReport> {
+        Ok(forget_workspace::apply(repo, plan)?)
+    }
+
+    fn print(&self, report: &ForgetReport, json: bool) -> Result<Exit> {
+        if json {
+            print_json(report)?;
+        } else {
+            for f in &report.removed_files {
+                outln!("removed {f}");
+            }
+            if let Some(v) = &report.vcs {
+                outln!("{v}");
+            }
+            for (target, e) in &report.failed {
+                eprintln!("FAILED {target}: {e}");
+            }
+            outln!("forgot workspace {}", report.workspace);
+        }
+        Ok(if report.failed.is_empty() {
+            Exit::Ok
+        } else {
+            Exit::Partial
+        })
+    }
 }

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::output::{Exit, preview_plan, print_json};
+use super::frame::{Ctx, PlanMode, Planned, run_planned};
+use super::output::{Exit, print_json};
 use crate::engine::Repo;
 use crate::engine::gc::{self, GcOptions, GcReport};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,50 +47,60 @@ pub struct Args {
     from_plan: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.from_plan {
-        Some(path) => gc::load_plan(path)?,
-        None => {
-            let opts = GcOptions {
-                release_foreign: args.release_foreign,
-                prune_bookmarks: args.prune_bookmarks,
-                keep_bookmarks: args.keep_bookmark.clone(),
-                force_prune: args.force_prune,
-                delete_stores: args.delete_stores,
-                stores: args
-                    .store
-                    .iter()
-                    .map(|s| {
-                        s.split_once('=')
-                            .map(|(k, l)| (k.to_string(), l.to_string()))
-                            .ok_or_else(|| anyhow::anyhow!("--store takes KIND=LOCATOR, got {s:?}"))
-                    })
-                    .collect::<Result<_>>()?,
-            };
-            let plan = gc::plan(&repo, &opts).await?;
-            if !args.no_dry_run || args.plan.is_some() {
-                preview_plan(&plan, args.plan.as_deref(), args.json)?;
-                if !args.json && args.plan.is_none() && !plan.is_empty() {
-                    outln!("(not applied; `tether gc --no-dry-run` applies it)");
-                }
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = gc::apply(&repo, &plan).await?;
-    print_report(&report, args.json)?;
-    Ok(
-        match (report.failed.is_empty(), report.applied_anything()) {
-            (true, _) => Exit::Ok,
-            (false, true) => Exit::Partial,
-            (false, false) => Exit::Failed,
-        },
-    )
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let mode = PlanMode::dry_run_by_default(
+        args.no_dry_run,
+        args.plan.as_deref(),
+        args.from_plan.as_deref(),
+    );
+    run_planned(ctx, &args, mode).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "gc";
+    type Report = GcReport;
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = GcOptions {
+            release_foreign: self.release_foreign,
+            prune_bookmarks: self.prune_bookmarks,
+            keep_bookmarks: self.keep_bookmark.clone(),
+            force_prune: self.force_prune,
+            delete_stores: self.delete_stores,
+            stores: self
+                .store
+                .iter()
+                .map(|s| {
+                    s.split_once('=')
+                        .map(|(k, l)| (k.to_string(), l.to_string()))
+                        .ok_or_else(|| anyhow::anyhow!("--store takes KIND=LOCATOR, got {s:?}"))
+                })
+                .collect::<Result<_>>()?,
+        };
+        Ok(gc::plan(repo, &opts).await?)
+    }
+
+    fn not_applied(&self, plan: &Plan) -> Option<String> {
+        (!plan.is_empty()).then(|| "(not applied; `tether gc --no-dry-run` applies it)".into())
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<GcReport> {
+        Ok(gc::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &GcReport, json: bool) -> Result<Exit> {
+        print_report(report, json)?;
+        Ok(
+            match (report.failed.is_empty(), report.applied_anything()) {
+                (true, _) => Exit::Ok,
+                (false, true) => Exit::Partial,
+                (false, false) => Exit::Failed,
+            },
+        )
+    }
 }
 
 /// The human report after applying (shared with `drop` and `abandon`).

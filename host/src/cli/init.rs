@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
 use crate::engine::init;
 
@@ -16,10 +17,10 @@ pub struct Args {
     dataset_id: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub fn run(args: Args) -> Result<Exit> {
+pub fn run(_ctx: &Ctx, args: Args) -> Result<Exit> {
     let path = args.path.unwrap_or_else(|| PathBuf::from("."));
     let report = init::init(&path, args.dataset_id.as_deref())?;
     if args.json {

@@ -3,8 +3,8 @@
 
 use anyhow::{Result, bail};
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::log::{self, LogOptions, LogTarget};
 
 #[derive(Debug, clap::Args)]
@@ -28,12 +28,12 @@ pub struct Args {
     set: Vec<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let cwd = std::env::current_dir()?;
-    let repo = Repo::find(&cwd)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
+    let cwd = ctx.dir().to_path_buf();
     let target = match args.kind {
         None => LogTarget::Key(args.target),
         Some(kind) => {

@@ -1,5 +1,7 @@
-//! The command line: parse, call the engine, print. One file per command;
-//! `output` holds what every command shares (JSON vs text, errors, exit codes).
+//! The command line: parse, call the engine, print. One file per command, on
+//! one frame: `frame` finds the dataset once (`-C DIR`) and runs the planned
+//! commands' plan → preview → apply → print; `output` holds what every
+//! command shares (JSON vs text, errors, exit codes).
 
 /// `print!`, through [`output::write_out`]: a closed stdout ends the output,
 /// not the command.
@@ -26,6 +28,7 @@ mod commit;
 mod diff;
 mod drop;
 mod forget_workspace;
+mod frame;
 mod gc;
 mod init;
 mod log;
@@ -48,6 +51,7 @@ mod undo;
 mod verify;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +65,10 @@ struct Cli {
     /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Run as if tether was started in DIR (as `git -C`); repeatable, each
+    /// one relative to the last.
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    directory: Vec<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -159,53 +167,116 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // The line could not be parsed, so whether it asked for --json
+            // is read from the words themselves (before any `--`).
+            let json = std::env::args_os()
+                .skip(1)
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            if json {
+                let first = e.to_string();
+                let first = first.lines().next().unwrap_or_default();
+                output::ErrorReport::usage(first.trim_start_matches("error: ").to_string())
+                    .print_json();
+            }
+            let _ = e.print();
+            return ExitCode::from(output::ErrorReport::usage(String::new()).exit_code());
         }
     };
     init_logging(cli.verbose);
     progress::install(cli.verbose);
+    let json = cli.command.json();
+    // `-C a -C b` is `-C a/b`, as git reads it.
+    let chdir: Option<PathBuf> =
+        (!cli.directory.is_empty()).then(|| cli.directory.iter().collect());
+    let ctx = match frame::Ctx::new(chdir.as_deref(), json) {
+        Ok(ctx) => ctx,
+        Err(e) => return output::fail(&e, json),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return output::fail(&anyhow::anyhow!("cannot start the async runtime: {e}")),
+        Err(e) => {
+            return output::fail(
+                &anyhow::anyhow!("cannot start the async runtime: {e}"),
+                json,
+            );
+        }
     };
+    let ctx = &ctx;
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Init(args) => init::run(args),
-            Command::Backends(args) => backends::run(args).await,
-            Command::Add(args) => add::run(args).await,
-            Command::Set(args) => set::run(args),
-            Command::Remove(args) => remove::run(args),
-            Command::Restore(args) => restore::run(args).await,
-            Command::Status(args) => status::run(args).await,
-            Command::Snapshot(args) => snapshot::run(args).await,
-            Command::Commit(args) => commit::run(args).await,
-            Command::New(args) => new::run(args).await,
-            Command::Open(args) => open::run(args).await,
-            Command::Verify(args) => verify::run(args).await,
-            Command::Diff(args) => diff::run(args).await,
-            Command::Log(args) => log::run(args).await,
-            Command::Gc(args) => gc::run(args).await,
-            Command::Abandon(args) => abandon::run(args).await,
-            Command::Drop(args) => drop::run(args).await,
-            Command::ForgetWorkspace(args) => forget_workspace::run(args).await,
-            Command::Recover(args) => recover::run(args).await,
-            Command::Ops(args) => ops::run(args).await,
-            Command::Promote(args) => promote::run(args).await,
-            Command::Plugin(args) => plugin::run(args).await,
-            Command::Undo(args) => undo::run(args).await,
-            Command::Pull(args) => pull::run(args).await,
-            Command::Repair(args) => repair::run(args).await,
+            Command::Init(args) => init::run(ctx, args),
+            Command::Backends(args) => backends::run(ctx, args).await,
+            Command::Add(args) => add::run(ctx, args).await,
+            Command::Set(args) => set::run(ctx, args),
+            Command::Remove(args) => remove::run(ctx, args),
+            Command::Restore(args) => restore::run(ctx, args).await,
+            Command::Status(args) => status::run(ctx, args).await,
+            Command::Snapshot(args) => snapshot::run(ctx, args).await,
+            Command::Commit(args) => commit::run(ctx, args).await,
+            Command::New(args) => new::run(ctx, args).await,
+            Command::Open(args) => open::run(ctx, args).await,
+            Command::Verify(args) => verify::run(ctx, args).await,
+            Command::Diff(args) => diff::run(ctx, args).await,
+            Command::Log(args) => log::run(ctx, args).await,
+            Command::Gc(args) => gc::run(ctx, args).await,
+            Command::Abandon(args) => abandon::run(ctx, args).await,
+            Command::Drop(args) => drop::run(ctx, args).await,
+            Command::ForgetWorkspace(args) => forget_workspace::run(ctx, args).await,
+            Command::Recover(args) => recover::run(ctx, args).await,
+            Command::Ops(args) => ops::run(ctx, args).await,
+            Command::Promote(args) => promote::run(ctx, args).await,
+            Command::Plugin(args) => plugin::run(ctx, args).await,
+            Command::Undo(args) => undo::run(ctx, args).await,
+            Command::Pull(args) => pull::run(ctx, args).await,
+            Command::Repair(args) => repair::run(ctx, args).await,
         }
     });
     match result {
-        Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e)),
-        Err(e) => output::fail(&e),
+        Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e, json)),
+        Err(e) => output::fail(&e, json),
+    }
+}
+
+impl Command {
+    /// Whether the command was asked for `--json` (`add` and `remove` print
+    /// no result, so take none): its errors are then printed as JSON too.
+    fn json(&self) -> bool {
+        match self {
+            Command::Add(_) | Command::Remove(_) => false,
+            Command::Init(a) => a.json,
+            Command::Backends(a) => a.json,
+            Command::Set(a) => a.json,
+            Command::Status(a) => a.json,
+            Command::Snapshot(a) => a.json,
+            Command::Pull(a) => a.json,
+            Command::Commit(a) => a.json,
+            Command::New(a) => a.json,
+            Command::Open(a) => a.json,
+            Command::Restore(a) => a.json,
+            Command::Promote(a) => a.json,
+            Command::Verify(a) => a.json,
+            Command::Diff(a) => a.json,
+            Command::Log(a) => a.json,
+            Command::Gc(a) => a.json,
+            Command::Abandon(a) => a.json,
+            Command::Drop(a) => a.json,
+            Command::ForgetWorkspace(a) => a.json,
+            Command::Ops(a) => a.json,
+            Command::Undo(a) => a.json,
+            Command::Repair(a) => a.json,
+            Command::Recover(a) => a.json,
+            Command::Plugin(a) => a.json(),
+        }
     }
 }
 

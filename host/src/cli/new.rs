@@ -4,9 +4,11 @@
 
 use anyhow::Result;
 
-use super::output::{Exit, PlanArgs, preview_plan, print_json};
+use super::frame::{Ctx, Planned, run_planned};
+use super::output::{Exit, PlanArgs, print_json};
 use crate::engine::Repo;
-use crate::engine::new::{self, NewOptions, NewReport};
+use crate::engine::new::{self, NewOptions, NewReport, SetUp};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,40 +45,43 @@ pub struct Args {
     plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.plans.from_plan {
-        Some(path) => new::load_plan(path)?,
-        None => {
-            let opts = NewOptions {
-                rev: args.rev.clone(),
-                create: args.bookmark.clone(),
-                shared: args.shared,
-                keep: args.keep,
-                eager: (args.eager || args.lazy).then_some(args.eager),
-                defer_record: (args.defer_record || args.no_defer_record)
-                    .then_some(args.defer_record),
-                discard: args.discard,
-                adopt: args.adopt,
-            };
-            let plan = new::plan(&repo, &opts).await?;
-            if args.plans.previewing() {
-                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = new::apply(&repo, &plan).await?;
-    print_report(&report, args.json)?;
-    Ok(if report.failed.is_empty() {
-        Exit::Ok
-    } else {
-        Exit::Failed
-    })
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    run_planned(ctx, &args, args.plans.mode()).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "new";
+    type Report = NewReport;
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = NewOptions {
+            rev: self.rev.clone(),
+            create: self.bookmark.clone(),
+            shared: self.shared,
+            keep: self.keep,
+            eager: (self.eager || self.lazy).then_some(self.eager),
+            defer_record: (self.defer_record || self.no_defer_record).then_some(self.defer_record),
+            discard: self.discard,
+            adopt: self.adopt,
+        };
+        Ok(new::plan(repo, &opts).await?)
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<NewReport> {
+        Ok(new::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &NewReport, json: bool) -> Result<Exit> {
+        print_report(report, json)?;
+        Ok(if report.failed.is_empty() {
+            Exit::Ok
+        } else {
+            Exit::Failed
+        })
+    }
 }
 
 fn print_report(r: &NewReport, json: bool) -> Result<()> {
@@ -105,14 +110,14 @@ fn print_report(r: &NewReport, json: bool) -> Result<()> {
             .or_else(|| r.pending_forks.get(key))
             .cloned()
             .unwrap_or_default();
-        let note = match how.as_str() {
-            "deferred" => "created on first writable open",
-            "forked" => "created",
-            "reset" => "reset onto the pin",
-            "reused" => "already at the pin",
-            "adopted" => "adopted as it is",
-            "shared" => "shared with its branch scope",
-            other => other,
+        let note = match how {
+            SetUp::Deferred => "created on first writable open",
+            SetUp::Forked => "created",
+            SetUp::Reset => "reset onto the pin",
+            SetUp::Reused => "already at the pin",
+            SetUp::Adopted => "adopted as it is",
+            SetUp::Shared => "shared with its branch scope",
+            SetUp::Trunk => "trunk",
         };
         lines.push(format!("  {key} -> {name} ({note})"));
     }

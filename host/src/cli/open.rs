@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::open::{self, Access, OpenOptions};
 
 #[derive(Debug, clap::Args)]
@@ -24,11 +24,11 @@ pub struct Args {
     with_password: bool,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let access = if args.read_only {
         Access::ReadOnly
     } else if args.writable {

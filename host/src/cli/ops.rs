@@ -2,8 +2,9 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::{Repo, ops};
+use crate::engine::ops;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -12,11 +13,11 @@ pub struct Args {
     limit: usize,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let entries = ops::ops(&repo, args.limit).await?;
     if args.json {
         print_json(&entries)?;

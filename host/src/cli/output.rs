@@ -67,14 +67,105 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Print an error as `error: ...` (with its causes) and exit 1.
-pub fn fail(e: &anyhow::Error) -> ExitCode {
-    let mut message = e.to_string();
-    for cause in e.chain().skip(1) {
-        message.push_str(&format!(": {cause}"));
+/// An error as scripts read it with `--json`:
+/// `{"error": {"class", "message", "hints"}}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorReport {
+    /// The spec's error class (`ConfigError`, `StalePlanError`, ...).
+    pub class: &'static str,
+    /// What went wrong, with its causes.
+    pub message: String,
+    /// What to do about it, when tether knows (each a sentence or a command).
+    pub hints: Vec<String>,
+}
+
+impl ErrorReport {
+    /// The one place an error gets its spec class, message and hints.
+    pub fn of(e: &anyhow::Error) -> ErrorReport {
+        use crate::engine::TetherError;
+        use crate::lock::LockError;
+        use crate::model::ModelError;
+        use crate::plan::PlanError;
+        use crate::plugin::{BackendError, MultiObjectError};
+        use crate::vcs::VcsError;
+        let (class, hints) = if let Some(t) = e.downcast_ref::<TetherError>() {
+            (t.class(), t.hints().to_vec())
+        } else if let Some(m) = e.downcast_ref::<ModelError>() {
+            (m.class(), Vec::new())
+        } else if let Some(p) = e.downcast_ref::<PlanError>() {
+            (
+                if p.is_stale() {
+                    "StalePlanError"
+                } else {
+                    "TetherError"
+                },
+                Vec::new(),
+            )
+        } else if e.downcast_ref::<LockError>().is_some() {
+            ("LockTimeout", Vec::new())
+        } else if e.downcast_ref::<VcsError>().is_some() {
+            ("VcsError", Vec::new())
+        } else if let Some(b) = e.downcast_ref::<BackendError>() {
+            (b.class(), Vec::new())
+        } else if e.downcast_ref::<MultiObjectError>().is_some() {
+            ("MultiObjectError", Vec::new())
+        } else {
+            // The CLI's own refusals (a malformed `--set`, a missing
+            // argument it checks itself): the spec's base class.
+            ("TetherError", Vec::new())
+        };
+        let mut message = match e.downcast_ref::<TetherError>() {
+            Some(t) => t.reason(),
+            None => e.to_string(),
+        };
+        for cause in e.chain().skip(1) {
+            message.push_str(&format!(": {cause}"));
+        }
+        ErrorReport {
+            class,
+            message,
+            hints,
+        }
     }
-    eprintln!("error: {message}");
-    ExitCode::from(1)
+
+    /// A usage error clap found (an unknown option, a missing argument).
+    pub fn usage(message: String) -> ErrorReport {
+        ErrorReport {
+            class: "UsageError",
+            message,
+            hints: Vec::new(),
+        }
+    }
+
+    /// The spec's exit code for the error: 2 for a usage error, else 1.
+    pub fn exit_code(&self) -> u8 {
+        if self.class == "UsageError" { 2 } else { 1 }
+    }
+
+    /// Print `{"error": {...}}` on stdout.
+    pub fn print_json(&self) {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "error": self })).unwrap_or_default()
+        );
+    }
+}
+
+/// Print an error and return its exit code: `error: ...` (with its causes,
+/// and the hints as the message always gave them) on stderr, and with
+/// `--json` also `{"error": {"class", "message", "hints"}}` on stdout, so a
+/// script never parses prose.
+pub fn fail(e: &anyhow::Error, json: bool) -> ExitCode {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        text.push_str(&format!(": {cause}"));
+    }
+    eprintln!("error: {text}");
+    let report = ErrorReport::of(e);
+    if json {
+        report.print_json();
+    }
+    ExitCode::from(report.exit_code())
 }
 
 /// How long ago an RFC 3339 timestamp was, in words (`3 minutes ago`).
@@ -92,12 +183,13 @@ pub fn age(timestamp: &str) -> String {
     format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
 }
 
-/// Print a plan for `--dry-run` / `--plan FILE` (saving it first), with the
-/// command that applies a saved one.
+/// Print a plan for `--dry-run` / `--plan FILE` (saving it first), the
+/// command's own notes under it, and the command that applies a saved one.
 pub fn preview_plan(
     plan: &crate::plan::Plan,
     save: Option<&std::path::Path>,
     json: bool,
+    notes: &[String],
 ) -> anyhow::Result<()> {
     if let Some(path) = save {
         plan.save(path)?;
@@ -107,6 +199,9 @@ pub fn preview_plan(
         return Ok(());
     }
     out!("{}", plan.render());
+    for note in notes {
+        outln!("{note}");
+    }
     if let Some(path) = save {
         outln!(
             "plan saved to {}; apply it with `tether {} --from-plan {}`",
@@ -134,8 +229,12 @@ pub struct PlanArgs {
 }
 
 impl PlanArgs {
-    /// Whether the plan is only shown (or saved), not applied.
-    pub fn previewing(&self) -> bool {
-        self.dry_run || self.plan.is_some()
+    /// The mode [`super::frame::run_planned`] runs in.
+    pub fn mode(&self) -> super::frame::PlanMode<'_> {
+        super::frame::PlanMode::new(
+            self.dry_run,
+            self.plan.as_deref(),
+            self.from_plan.as_deref(),
+        )
     }
 }

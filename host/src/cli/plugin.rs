@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::{Repo, plugin_cmd};
+use crate::engine::plugin_cmd;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -57,8 +58,18 @@ enum Command {
     Remove { kind: String },
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+impl Args {
+    /// Whether the subcommand was asked for `--json`.
+    pub(super) fn json(&self) -> bool {
+        matches!(
+            self.command,
+            Command::List { json: true } | Command::Verify { json: true }
+        )
+    }
+}
+
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     match args.command {
         Command::Add {
             path,

@@ -3,10 +3,12 @@
 
 use anyhow::Result;
 
-use super::output::{Exit, PlanArgs, preview_plan, print_json};
+use super::frame::{Ctx, Planned, run_planned};
+use super::output::{Exit, PlanArgs, print_json};
 use crate::engine::Repo;
 use crate::engine::commit::brief;
 use crate::engine::promote::{self, PromoteOptions, PromoteReport, Strategy};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,40 +28,47 @@ pub struct Args {
     plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.plans.from_plan {
-        Some(path) => promote::load_plan(path, &args.keys)?,
-        None => {
-            let opts = PromoteOptions {
-                keys: args.keys.clone(),
-                rev: args.rev.clone(),
-                strategy: Strategy::parse(&args.strategy)?,
-                message: args.message.clone(),
-            };
-            let plan = promote::plan(&repo, &opts).await?;
-            if args.plans.previewing() {
-                // A preview exits 0 whatever the plan says.
-                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = promote::apply(&repo, &plan).await?;
-    print_report(&report, args.json)?;
-    let trouble = !report.refused.is_empty()
-        || !report.held.is_empty()
-        || !report.failed.is_empty()
-        || !report.conflicts.is_empty();
-    Ok(match (trouble, report.landed()) {
-        (false, _) => Exit::Ok,
-        (true, false) => Exit::Failed,
-        (true, true) => Exit::Partial,
-    })
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    run_planned(ctx, &args, args.plans.mode()).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "promote";
+    type Report = PromoteReport;
+
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = PromoteOptions {
+            keys: self.keys.clone(),
+            rev: self.rev.clone(),
+            strategy: Strategy::parse(&self.strategy)?,
+            message: self.message.clone(),
+        };
+        Ok(promote::plan(repo, &opts).await?)
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
+        Ok(promote::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &PromoteReport, json: bool) -> Result<Exit> {
+        print_report(report, json)?;
+        let trouble = !report.refused.is_empty()
+            || !report.held.is_empty()
+            || !report.failed.is_empty()
+            || !report.conflicts.is_empty();
+        Ok(match (trouble, report.landed()) {
+            (false, _) => Exit::Ok,
+            (true, false) => Exit::Failed,
+            (true, true) => Exit::Partial,
+        })
+    }
 }
 
 fn print_report(r: &PromoteReport, json: bool) -> Result<()> {

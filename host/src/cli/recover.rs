@@ -3,8 +3,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::recover::{self, RecoverReport};
 
 #[derive(Debug, clap::Args)]
@@ -13,11 +13,11 @@ pub struct Args {
     keys: Vec<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let report = recover::recover(&repo, &args.keys).await?;
     if args.json {
         print_json(&report)?;

@@ -2,8 +2,9 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::Exit;
-use crate::engine::{Repo, remove};
+use crate::engine::remove;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -11,8 +12,8 @@ pub struct Args {
     key: String,
 }
 
-pub fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     remove::remove(&repo, &args.key)?;
     outln!("removed {}", args.key);
     Ok(Exit::Ok)

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use super::frame::{Ctx, PlanMode, Planned, run_planned};
 use super::output::{Exit, print_json};
 use crate::engine::Repo;
 use crate::engine::repair::{self, RepairOptions, RepairReport};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,44 +29,48 @@ pub struct Args {
     from_plan: Option<PathBuf>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    if let Some(path) = &args.from_plan {
-        let plan = repair::load_plan(path, &args.keys)?;
-        let report = repair::apply(&repo, &plan).await?;
-        return print_report(&report, args.json);
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let mode = PlanMode::new(
+        args.dry_run,
+        args.plan.as_deref(),
+        args.from_plan.as_deref(),
+    );
+    run_planned(ctx, &args, mode).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "repair";
+    type Report = RepairReport;
+
+    fn keys(&self) -> &[String] {
+        &self.keys
     }
-    let opts = RepairOptions {
-        keys: args.keys,
-        all_history: args.all_history,
-    };
-    let plan = repair::plan(&repo, &opts).await?;
-    if args.dry_run || args.plan.is_some() {
-        if let Some(path) = &args.plan {
-            plan.save(path)?;
-        }
-        if args.json {
-            outln!("{}", plan.to_json_pretty());
-        } else {
-            out!("{}", plan.render());
-            for (target, why) in repair::unrepairable(&plan) {
-                outln!("  cannot rebuild {target}: {why}");
-            }
-            if let Some(path) = &args.plan {
-                outln!(
-                    "plan saved to {}; apply it with `tether repair --from-plan {}`",
-                    path.display(),
-                    path.display()
-                );
-            }
-        }
-        return Ok(Exit::Ok);
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = RepairOptions {
+            keys: self.keys.clone(),
+            all_history: self.all_history,
+        };
+        Ok(repair::plan(repo, &opts).await?)
     }
-    let report = repair::apply(&repo, &plan).await?;
-    print_report(&report, args.json)
+
+    fn preview_notes(&self, plan: &Plan) -> Vec<String> {
+        repair::unrepairable(plan)
+            .into_iter()
+            .map(|(target, why)| format!("  cannot rebuild {target}: {why}"))
+            .collect()
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<RepairReport> {
+        Ok(repair::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &RepairReport, json: bool) -> Result<Exit> {
+        print_report(report, json)
+    }
 }
 
 /// What was rebuilt, then each part that could not be (`FAILED`), then the

@@ -3,10 +3,12 @@
 
 use anyhow::Result;
 
-use super::output::{Exit, PlanArgs, preview_plan, print_json};
+use super::frame::{Ctx, Planned, run_planned};
+use super::output::{Exit, PlanArgs, print_json};
 use crate::engine::Repo;
 use crate::engine::commit::brief;
 use crate::engine::restore::{self, RestoreOptions, RestoreReport};
+use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,31 +27,39 @@ pub struct Args {
     plans: PlanArgs,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
-    let plan = match &args.plans.from_plan {
-        Some(path) => restore::load_plan(path, &args.keys)?,
-        None => {
-            let opts = RestoreOptions {
-                keys: args.keys.clone(),
-                from: args.from.clone(),
-                at: args.at.clone(),
-                discard: args.discard,
-            };
-            let plan = restore::plan(&repo, &opts).await?;
-            if args.plans.previewing() {
-                preview_plan(&plan, args.plans.plan.as_deref(), args.json)?;
-                return Ok(Exit::Ok);
-            }
-            plan
-        }
-    };
-    let report = restore::apply(&repo, &plan).await?;
-    print_report(&report, args.json)?;
-    Ok(Exit::Ok)
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    run_planned(ctx, &args, args.plans.mode()).await
+}
+
+impl Planned for Args {
+    const COMMAND: &'static str = "restore";
+    type Report = RestoreReport;
+
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        let opts = RestoreOptions {
+            keys: self.keys.clone(),
+            from: self.from.clone(),
+            at: self.at.clone(),
+            discard: self.discard,
+        };
+        Ok(restore::plan(repo, &opts).await?)
+    }
+
+    async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
+        Ok(restore::apply(repo, plan).await?)
+    }
+
+    fn print(&self, report: &RestoreReport, json: bool) -> Result<Exit> {
+        print_report(report, json)?;
+        Ok(Exit::Ok)
+    }
 }
 
 fn print_report(r: &RestoreReport, json: bool) -> Result<()> {

@@ -2,8 +2,9 @@
 
 use anyhow::{Result, bail};
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::{Repo, set};
+use crate::engine::set;
 use crate::model::{FileMode, PinMode};
 
 #[derive(Debug, clap::Args)]
@@ -19,17 +20,17 @@ pub struct Args {
     pin: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub fn run(args: Args) -> Result<Exit> {
+pub fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     if args.keys.is_empty() && !args.all {
         bail!("name the objects to change (KEY...), or pass --all");
     }
     if args.file.is_none() && args.pin.is_none() {
         bail!("nothing to set: give --file and/or --pin");
     }
-    let repo = Repo::find(&std::env::current_dir()?)?;
+    let repo = ctx.repo()?;
     let file = args
         .file
         .as_deref()

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde_json::Value;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::{Repo, snapshot};
+use crate::engine::snapshot;
 use crate::model::key;
 
 #[derive(Debug, clap::Args)]
@@ -15,11 +16,11 @@ pub struct Args {
     keys: Vec<String>,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let manifests = repo.manifests()?;
     let keys = key::select_keys(&args.keys, manifests.keys().map(String::as_str))?;
     let mut ws = repo.workspace()?;

@@ -2,9 +2,9 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
-use crate::engine::status::{self, SnapshotMode, StatusReport};
+use crate::engine::status::{self, SnapshotMode, StatusReport, Tier, VcsDrift};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,11 +18,11 @@ pub struct Args {
     no_snapshot: bool,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let mode = if args.snapshot {
         SnapshotMode::Fresh
     } else if args.no_snapshot {
@@ -70,7 +70,7 @@ fn print_human(r: &StatusReport) {
     }
     for o in &r.objects {
         let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
-        if o.tier == "observed" {
+        if o.tier == Tier::Observed {
             line.push_str(" unrecoverable");
         }
         if o.origin.as_deref() == Some("created") {
@@ -88,18 +88,15 @@ fn print_human(r: &StatusReport) {
 
 /// `dataset commit 1a2b3c4d5e6f (op 3f1c9a2b7d4e) vanished from the VCS; ...`,
 /// saying per key whether the manifests still reference its pins.
-fn vcs_drift_line(d: &serde_json::Value) -> String {
-    let commit = d["commit"].as_str().unwrap_or_default();
-    let op = d["op"].as_str().unwrap_or_default();
+fn vcs_drift_line(d: &VcsDrift) -> String {
+    let (commit, op) = (&d.commit, &d.op);
     let mut kept = Vec::new();
     let mut freed = Vec::new();
-    if let Some(refs) = d["referenced"].as_object() {
-        for (k, v) in refs {
-            if v.as_bool() == Some(true) {
-                kept.push(k.as_str());
-            } else {
-                freed.push(k.as_str());
-            }
+    for (k, still) in &d.referenced {
+        if *still {
+            kept.push(k.as_str());
+        } else {
+            freed.push(k.as_str());
         }
     }
     let mut line = format!(

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::undo::{self, UndoOptions, UndoReport};
 
 #[derive(Debug, clap::Args)]
@@ -17,11 +17,11 @@ pub struct Args {
     discard: bool,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let opts = UndoOptions {
         op_id: args.op_id,
         discard: args.discard,

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 
+use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::Repo;
 use crate::engine::verify::{self, VerifyOptions, VerifyResult};
 use crate::plugin::VerifyStatus;
 
@@ -23,11 +23,11 @@ pub struct Args {
     deep: bool,
     /// Machine-readable output.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
-pub async fn run(args: Args) -> Result<Exit> {
-    let repo = Repo::find(&std::env::current_dir()?)?;
+pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    let repo = ctx.repo()?;
     let opts = VerifyOptions {
         keys: args.keys,
         rev: args.rev,

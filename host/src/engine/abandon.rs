@@ -41,9 +41,9 @@ pub struct AbandonReport {
 
 pub async fn abandon(repo: &Repo, opts: &AbandonOptions) -> Result<AbandonReport> {
     if opts.revs.is_empty() {
-        return Err(TetherError::Refused(
-            "name the commits to abandon: `tether abandon REV...`".into(),
-        ));
+        return Err(
+            TetherError::refused("name the commits to abandon").hint("`tether abandon REV...`")
+        );
     }
     let mut commits: Vec<CommitId> = Vec::new();
     for rev in &opts.revs {
@@ -63,11 +63,14 @@ pub async fn abandon(repo: &Repo, opts: &AbandonOptions) -> Result<AbandonReport
         .map(|c| c.path)
         .collect();
     if !dirty.is_empty() {
-        return Err(TetherError::Refused(format!(
-            "the working tree has uncommitted changes ({}): commit or stash them first, since \
-             abandon rewrites the commits after the ones it drops",
+        return Err(TetherError::refused(format!(
+            "the working tree has uncommitted changes ({})",
             dirty.join(", ")
-        )));
+        ))
+        .hint(
+            "commit or stash them first, since \
+             abandon rewrites the commits after the ones it drops",
+        ));
     }
     // The pins only these commits name are what gc may release.
     let mut named: BTreeSet<String> = BTreeSet::new();

@@ -62,10 +62,10 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         [one] => (Some(one.clone()), None),
         [k, l] => (Some(k.clone()), Some(l.clone())),
         more => {
-            return Err(TetherError::Refused(format!(
-                "too many arguments ({}): `tether add [KEY] [LOCATOR] --kind KIND`",
-                more.len()
-            )));
+            return Err(
+                TetherError::refused(format!("too many arguments ({})", more.len()))
+                    .hint("`tether add [KEY] [LOCATOR] --kind KIND`"),
+            );
         }
     };
     if let Some(l) = positional_locator {
@@ -73,9 +73,8 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
     }
     if let Some(at) = &req.at {
         if at.trim().is_empty() {
-            return Err(TetherError::Refused(
-                "--at is empty: give a snapshot id, version, commit or tag (an unset variable, perhaps?)".into(),
-            ));
+            return Err(TetherError::refused("--at is empty")
+                .hint("give a snapshot id, version, commit or tag (an unset variable, perhaps?)"));
         }
         locator.insert("at".into(), Value::String(at.clone()));
     }
@@ -87,7 +86,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
                 .iter()
                 .find_map(|f| locator.get(*f).and_then(Value::as_str))
                 .ok_or_else(|| {
-                    TetherError::Refused(format!(
+                    TetherError::refused(format!(
                         "give a LOCATOR (the path) for the {} object",
                         req.kind
                     ))
@@ -95,8 +94,8 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
             key::derive_key(&req.kind, path)?
         }
         None => {
-            return Err(TetherError::Refused(format!(
-                "give the object a KEY: `tether add KEY --kind {}` (only path kinds derive one)",
+            return Err(TetherError::refused("give the object a KEY").hint(format!(
+                "`tether add KEY --kind {}` (only path kinds derive one)",
                 req.kind
             )));
         }
@@ -167,10 +166,7 @@ async fn create_store(
 ) -> Result<(Value, Option<String>)> {
     let descriptor = plugin.descriptor();
     if !descriptor.has("CREATE") {
-        return Err(TetherError::Refused(format!(
-            "the {} backend cannot create a store (no CREATE capability): make it with the              system's own tools, then `tether add` it without --create",
-            descriptor.kind
-        )));
+        return Err(TetherError::refused(format!("the {} backend cannot create a store (no CREATE capability)", descriptor.kind)).hint("make it with the              system's own tools, then `tether add` it without --create"));
     }
     let client = repo.client_for_key(plugin, locator, key);
     let identity = client
@@ -257,11 +253,14 @@ fn refuse_checkout_overlap(
         let path = Path::new(&raw);
         let resolved = path.canonicalize().unwrap_or_else(|_| normalize(path));
         if resolved.starts_with(&checkout) || checkout.starts_with(&resolved) {
-            return Err(TetherError::Refused(format!(
-                "{key}: {field} = {raw} overlaps the dataset's checkout ({}): a {} object must \
+            return Err(TetherError::refused(format!(
+                "{key}: {field} = {raw} overlaps the dataset's checkout ({})",
+                checkout.display()
+            ))
+            .hint(format!(
+                "a {} object must \
                  live outside it (do not register the repository the dataset lives in; every \
                  `tether commit` would move it)",
-                checkout.display(),
                 plugin.kind()
             )));
         }

@@ -12,7 +12,6 @@
 //!    back.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -52,10 +51,10 @@ pub struct CommitReport {
 pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
     let ws = repo.workspace()?;
     let Some(bookmark) = ws.bookmark.clone() else {
-        return Err(TetherError::Refused(
-            "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"
-                .into(),
-        ));
+        return Err(
+            TetherError::refused("this working copy is on no bookmark (read-only)")
+                .hint("`tether new NAME` to work on one"),
+        );
     };
     super::fork::refuse_if_stale(repo, &ws)?;
     let here = repo.vcs.working_bookmarks()?;
@@ -67,9 +66,8 @@ pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
         // Under jj the bookmark must be at `@` or `@-`.
         crate::vcs::VcsKind::Jj => ("`@` and `@-` hold", format!("`jj new {bookmark}`")),
     };
-    Err(TetherError::Refused(format!(
-        "the VCS working copy has left bookmark {bookmark:?} ({on} {}): \
-         {back} or `tether new {bookmark} --keep` brings it back",
+    Err(TetherError::refused(format!(
+        "the VCS working copy has left bookmark {bookmark:?} ({on} {})",
         if here.is_empty() {
             "no bookmark".to_string()
         } else {
@@ -78,6 +76,9 @@ pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         }
+    ))
+    .hint(format!(
+        "{back} or `tether new {bookmark} --keep` brings it back"
     )))
 }
 
@@ -255,7 +256,7 @@ pub(crate) fn write_action(
         }
         .with_detail("recorded")
     } else if strict {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "{key} is Observed: its state can be recorded but not read back; --strict refuses to commit it \
              unrecoverably (commit without --strict, or leave it out with KEY...)"
         )));
@@ -297,7 +298,7 @@ pub async fn check_whole_scopes(
     if missing.is_empty() {
         return Ok(());
     }
-    Err(TetherError::Refused(format!(
+    Err(TetherError::refused(format!(
         "the selection names only some objects of a branch scope (they share a pin and a working branch); \
          add {} to the keys",
         missing.join(", ")
@@ -318,9 +319,9 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             .map(str::to_string)
     });
     if !no_vcs && message.as_deref().is_none_or(|m| m.trim().is_empty()) {
-        return Err(TetherError::Refused(
-            "a commit message is required: `tether commit -m MESSAGE`".into(),
-        ));
+        return Err(
+            TetherError::refused("a commit message is required").hint("`tether commit -m MESSAGE`")
+        );
     }
     let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
@@ -662,22 +663,6 @@ async fn rollback(
             tracing::error!(key = %k, "could not restore the manifest while rolling back: {e}");
         }
     }
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "commit" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for commit",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
 }
 
 /// For the CLI: a state as `k=v` pairs.

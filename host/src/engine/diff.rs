@@ -134,9 +134,7 @@ fn sides(repo: &Repo, opts: &DiffOptions) -> Result<(Side, Side)> {
         (Some(a), None) => (resolve(a)?, Side::WorkingTree),
         (Some(a), Some(b)) => (resolve(a)?, resolve(b)?),
         (None, Some(_)) => {
-            return Err(TetherError::Refused(
-                "REV_B needs REV_A: `tether diff REV_A REV_B`".into(),
-            ));
+            return Err(TetherError::refused("REV_B needs REV_A").hint("`tether diff REV_A REV_B`"));
         }
     })
 }

@@ -59,28 +59,33 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     let b = opts.bookmark.clone();
     let trunk = repo.config.trunk.clone();
     if b == trunk {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "{b} is the trunk bookmark: it cannot be dropped"
         )));
     }
     super::gc::refuse_conflicted_bookmarks(repo, "drop")?;
     let Some(head) = repo.vcs.branch_head(&b)? else {
-        return Err(TetherError::Refused(format!(
-            "no bookmark {b:?}: `{}` lists them",
-            match repo.vcs.kind() {
-                crate::vcs::VcsKind::Git => "git branch",
-                crate::vcs::VcsKind::Jj => "jj bookmark list",
-            }
-        )));
+        return Err(
+            TetherError::refused(format!("no bookmark {b:?}")).hint(format!(
+                "`{}` lists them",
+                match repo.vcs.kind() {
+                    crate::vcs::VcsKind::Git => "git branch",
+                    crate::vcs::VcsKind::Jj => "jj bookmark list",
+                }
+            )),
+        );
     };
     let ws = repo.workspace_for_plan()?;
     let checkouts = super::checkouts::live(repo)?;
     let held = super::checkouts::holders(&checkouts, &b);
     if let Some((path, id)) = held.first() {
-        return Err(TetherError::Refused(format!(
-            "bookmark {b:?} is held by the checkout at {path} (workspace {}): forget that checkout \
+        return Err(TetherError::refused(format!(
+            "bookmark {b:?} is held by the checkout at {path} (workspace {})",
+            crate::model::ids::workspace_short(id)
+        ))
+        .hint(format!(
+            "forget that checkout \
              first (`tether forget-workspace {}`), or move it to another bookmark",
-            crate::model::ids::workspace_short(id),
             crate::model::ids::workspace_short(id)
         )));
     }
@@ -88,12 +93,13 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     let to = opts.to.clone().unwrap_or_else(|| trunk.clone());
     if here {
         if to == b {
-            return Err(TetherError::Refused(
-                "--to names the bookmark being dropped: leave for another one".into(),
-            ));
+            return Err(
+                TetherError::refused("--to names the bookmark being dropped")
+                    .hint("leave for another one"),
+            );
         }
         if repo.vcs.branch_head(&to)?.is_none() {
-            return Err(TetherError::Refused(format!(
+            return Err(TetherError::refused(format!(
                 "--to {to:?}: no such bookmark to leave for"
             )));
         }
@@ -271,17 +277,4 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     report.gc = Some(gc_report);
     op.finish(json!({"summary": format!("dropped {b}"), "report": report}))?;
     Ok(report)
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "drop" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for drop",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
 }

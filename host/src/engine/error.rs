@@ -43,7 +43,15 @@ pub enum TetherError {
     /// A key that is not registered.
     #[error("no object {key:?} in this dataset: `tether status` lists the keys")]
     NoSuchObject { key: String },
-    /// A refusal with its reason (the spec's `TetherError`).
+    /// A refusal (the spec's `TetherError`): why, and apart from it what to
+    /// do about it. Shown as `REASON: HINT; HINT`, and in `--json` as
+    /// `message` and `hints`. Made with [`TetherError::refused`] and
+    /// [`TetherError::hint`].
+    #[error("{reason}{}", hint_suffix(.hints))]
+    Refusal { reason: String, hints: Vec<String> },
+    /// A refusal whose hints are still folded into its text: the form code
+    /// written before [`TetherError::Refusal`] uses (the per-checkout files
+    /// check). New code uses [`TetherError::refused`].
     #[error("{0}")]
     Refused(String),
     /// An immutable object whose content changed (`ImmutableObjectModified`).
@@ -85,7 +93,42 @@ impl TetherError {
             TetherError::UnknownKind { .. } | TetherError::KeyTaken { .. } => "ConfigError",
             TetherError::ImmutableModified { .. } => "ImmutableObjectModified",
             TetherError::PinDrift { .. } => "PinDriftError",
+            TetherError::Vcs(_) => "VcsError",
             _ => "TetherError",
+        }
+    }
+
+    /// A refusal for `reason`; add what to do with [`TetherError::hint`].
+    pub fn refused(reason: impl Into<String>) -> TetherError {
+        TetherError::Refusal {
+            reason: reason.into(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// This refusal, with one more thing to do about it (a sentence or a
+    /// command). Other errors are returned as they are.
+    pub fn hint(mut self, hint: impl Into<String>) -> TetherError {
+        if let TetherError::Refusal { hints, .. } = &mut self {
+            hints.push(hint.into());
+        }
+        self
+    }
+
+    /// What to do about the error, kept apart from its reason (empty when
+    /// the message says it all).
+    pub fn hints(&self) -> &[String] {
+        match self {
+            TetherError::Refusal { hints, .. } => hints,
+            _ => &[],
+        }
+    }
+
+    /// What went wrong, without the hints.
+    pub fn reason(&self) -> String {
+        match self {
+            TetherError::Refusal { reason, .. } => reason.clone(),
+            other => other.to_string(),
         }
     }
 
@@ -104,4 +147,39 @@ impl TetherError {
     }
 }
 
+/// `: HINT; HINT` after a refusal's reason (nothing without hints).
+fn hint_suffix(hints: &[String]) -> String {
+    if hints.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", hints.join("; "))
+    }
+}
+
 pub type Result<T, E = TetherError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::TetherError;
+
+    #[test]
+    fn a_refusal_keeps_its_reason_and_hints_apart() {
+        let e =
+            TetherError::refused("a commit message is required").hint("`tether commit -m MESSAGE`");
+        assert_eq!(
+            e.to_string(),
+            "a commit message is required: `tether commit -m MESSAGE`"
+        );
+        assert_eq!(e.reason(), "a commit message is required");
+        assert_eq!(e.hints(), ["`tether commit -m MESSAGE`"]);
+        assert_eq!(e.class(), "TetherError");
+        let two = TetherError::refused("no").hint("a").hint("b");
+        assert_eq!(two.to_string(), "no: a; b");
+        let bare = TetherError::refused("it cannot be dropped");
+        assert_eq!(bare.to_string(), "it cannot be dropped");
+        assert!(bare.hints().is_empty());
+        let other = TetherError::NoSuchObject { key: "k".into() }.hint("ignored");
+        assert!(other.hints().is_empty());
+        assert_eq!(other.reason(), other.to_string());
+    }
+}

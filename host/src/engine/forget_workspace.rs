@@ -41,9 +41,10 @@ pub fn plan(repo: &Repo, id: Option<&str>) -> Result<Plan> {
                 })
                 .collect();
             if matches.len() > 1 {
-                return Err(TetherError::Refused(format!(
-                    "workspace id {id:?} is ambiguous: give more of it"
-                )));
+                return Err(
+                    TetherError::refused(format!("workspace id {id:?} is ambiguous"))
+                        .hint("give more of it"),
+                );
             }
             matches.into_iter().next()
         }
@@ -61,7 +62,7 @@ pub fn plan(repo: &Repo, id: Option<&str>) -> Result<Plan> {
                 })
             })
             .collect();
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "no live checkout has workspace id {:?}; the live ones are: {}",
             id.unwrap_or_default(),
             if known.is_empty() {
@@ -180,17 +181,4 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ForgetReport> {
         )?;
     }
     Ok(report)
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "forget-workspace" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for forget-workspace",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
 }

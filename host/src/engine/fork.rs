@@ -10,16 +10,15 @@ use serde_json::{Value, json};
 
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
-use super::verify::pin_ref;
 use crate::model::{Manifest, WorkspaceState};
 use crate::oplog::NewOp;
-use crate::plugin::{BackendError, Descriptor, Expected, ObjectClient, Target};
+use crate::plugin::{BackendError, Descriptor, Expected, ObjectClient, PinRef, Target};
 
 /// What a fork starts from: the commit's pin, or, for a `pin = "record"`
 /// object, its recorded state. `None`: the object was never committed.
 pub fn fork_source(m: &Manifest) -> Option<(Target, Value)> {
     let state = Value::Object(m.state.clone()?);
-    match pin_ref(m) {
+    match PinRef::of(m) {
         Some(pin) => Some((Target::Pinned(pin), state)),
         None if m.recoverable => Some((Target::Recorded(state.clone()), state)),
         None => None,
@@ -67,7 +66,7 @@ pub fn source_param(source: &Target) -> Value {
 
 /// Reads back [`source_param`].
 pub fn source_from_param(param: Option<&Value>) -> Result<Target> {
-    let bad = || TetherError::Refused("a plan action has no readable fork source".into());
+    let bad = || TetherError::refused("a plan action has no readable fork source");
     let p = param.ok_or_else(bad)?;
     if let Some(pin) = p.get("pinned") {
         return Ok(Target::Pinned(
@@ -111,7 +110,7 @@ pub fn refuse_if_stale(repo: &Repo, ws: &WorkspaceState) -> Result<()> {
     if stale.is_empty() {
         return Ok(());
     }
-    Err(TetherError::Refused(format!(
+    Err(TetherError::refused(format!(
         "working copy is stale: the committed state of {} changed since this workspace forked; \
          run `tether new` to refork before writing",
         stale.join(", ")
@@ -170,9 +169,8 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     let mut op = journal.start(NewOp::new("open").pre("workspace", pre))?;
     if !sibling_made_it {
         let (source, _) = fork_source(m).ok_or_else(|| {
-            TetherError::Refused(format!(
-                "{key} has no committed state to fork from: commit it first"
-            ))
+            TetherError::refused(format!("{key} has no committed state to fork from"))
+                .hint("commit it first")
         })?;
         let client = repo.client(m).await?;
         let expected = match ws.pending_resets.get(key) {
@@ -184,11 +182,11 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
             .fork(&source, &name, &expected)
             .await
             .map_err(|e| match e {
-                BackendError::RefMoved(detail) => TetherError::Refused(format!(
+                BackendError::RefMoved(detail) => TetherError::refused(format!(
                     "{key}: branch {name} moved since `tether new` reviewed it ({detail}); \
                      run `tether new` again to decide with the head in view"
                 )),
-                BackendError::NotFound(detail) => TetherError::Refused(format!(
+                BackendError::NotFound(detail) => TetherError::refused(format!(
                     "{key}: pin missing: cannot fork {name} ({detail}); `tether repair {key}` \
                      recreates the pin while the store still has the state"
                 )),

@@ -356,7 +356,7 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
     // what the dataset references.
     let prefix = repo.vcs_path(&repo.layout.dot_dir());
     if let Some((commit, paths)) = repo.vcs.unresolved_conflicts(&prefix)?.first() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "refusing to {command}: commit {} has a conflict in the dataset's files ({}) that no \
              later commit resolved, so what the dataset references is not settled; resolve it \
              first (`jj resolve`, or edit the files and `tether commit`), then run `tether \
@@ -373,7 +373,7 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
         1 => ("bookmark", "is"),
         _ => ("bookmarks", "are"),
     };
-    Err(TetherError::Refused(format!(
+    Err(TetherError::refused(format!(
         "refusing to {command}: {noun} {} {is} conflicted in the VCS (moved concurrently), so \
          which commits stay reachable is not settled; resolve it first (`jj bookmark set {first} \
          -r REV`), then run `tether {command}` again",
@@ -1313,19 +1313,6 @@ fn pin_id_of(a: &Action) -> String {
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| a.target.clone())
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "gc" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for gc",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
 }
 
 /// For `drop` and `abandon`: the commit ids as strings.

@@ -35,10 +35,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, TetherError};
-use super::repo::Repo;
 use crate::model::manifest::{JsonMap, Origin, Pin};
-use crate::model::{Manifest, Policy, fsutil};
-use crate::vcs::{CommitId, FileMap};
+use crate::model::{Layout, Manifest, Policy, fsutil};
+use crate::vcs::{CommitId, FileMap, Vcs};
 
 /// The memo's file under `.tether/cache/`.
 pub const MEMO_FILE: &str = "history.bin";
@@ -54,10 +53,35 @@ const FORMAT: u32 = 3;
 /// every commit that holds it, and each manifest every check that reads it.
 pub type ManifestSet = Arc<BTreeMap<String, Arc<Manifest>>>;
 
+/// What history reads: the dataset's VCS and where its files are, and
+/// nothing else of a [`Repo`](super::Repo) (which converts into one, so a
+/// caller passes `repo`).
+#[derive(Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub vcs: &'a dyn Vcs,
+    pub layout: &'a Layout,
+}
+
+impl Source<'_> {
+    /// `path` relative to the VCS root, with `/` separators.
+    pub fn vcs_path(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(self.vcs.root()).unwrap_or(path);
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    /// Where the manifests are, as the VCS names paths.
+    fn objects_prefix(&self) -> String {
+        self.vcs_path(&self.layout.objects_dir())
+    }
+}
+
 /// Every visible commit's manifests, newest first: a commit once per distinct
 /// side and base of a conflict, a commit with no manifests left out.
-pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSet)>> {
-    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+pub(crate) fn history_manifests<'a>(
+    source: impl Into<Source<'a>>,
+) -> Result<Vec<(CommitId, ManifestSet)>> {
+    let repo: Source = source.into();
+    let prefix = repo.objects_prefix();
     let path = repo.layout.cache_dir().join(MEMO_FILE);
     let key = repo.vcs.history_key()?;
     let (memo, mut sets) = match Memo::read(&path, &prefix) {
@@ -120,8 +144,12 @@ pub(crate) fn history_manifests(repo: &Repo) -> Result<Vec<(CommitId, ManifestSe
 
 /// The manifest sets one commit records: its own, and each side and base of
 /// a conflicted jj commit, each distinct set once.
-pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<ManifestSet>> {
-    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+pub(crate) fn manifest_sets_at<'a>(
+    source: impl Into<Source<'a>>,
+    commit: &CommitId,
+) -> Result<Vec<ManifestSet>> {
+    let repo: Source = source.into();
+    let prefix = repo.objects_prefix();
     let read = repo.vcs.commit_files(commit, &prefix)?;
     read.all_files()
         .into_iter()
@@ -134,12 +162,16 @@ pub(crate) fn manifest_sets_at(repo: &Repo, commit: &CommitId) -> Result<Vec<Man
 /// and reading any one of them (git shows the first side) would hand back
 /// data under a commit that does not settle on it. Sides that agree are one
 /// answer, whatever the conflict elsewhere.
-pub(crate) fn manifests_at(repo: &Repo, commit: &CommitId) -> Result<BTreeMap<String, Manifest>> {
-    let prefix = repo.vcs_path(&repo.layout.objects_dir());
+pub(crate) fn manifests_at<'a>(
+    source: impl Into<Source<'a>>,
+    commit: &CommitId,
+) -> Result<BTreeMap<String, Manifest>> {
+    let repo: Source = source.into();
+    let prefix = repo.objects_prefix();
     let read = repo.vcs.commit_files(commit, &prefix)?;
     let conflicted = read.conflicted_paths();
     if !conflicted.is_empty() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "commit {} has a conflict in the dataset's files ({}): its sides record different \
              states, so which one the commit names is not settled; resolve it (`jj resolve`, or \
              edit the files and `tether commit`) and name the commit that resolves it",

@@ -24,14 +24,16 @@ pub fn init(path: &Path, dataset_id: Option<&str>) -> Result<InitReport> {
     let root = std::path::absolute(path)
         .map_err(|e| TetherError::io(format!("resolving {}", path.display()), e))?;
     if !root.is_dir() {
-        return Err(TetherError::Refused(format!(
-            "{} is not a directory: create the repository first (`git init {0}`), then `tether init`",
-            root.display()
-        )));
+        return Err(
+            TetherError::refused(format!("{} is not a directory", root.display())).hint(format!(
+                "create the repository first (`git init {}`), then `tether init`",
+                root.display()
+            )),
+        );
     }
     let layout = Layout::new(&root);
     if layout.config_file().exists() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "{} is already a dataset ({} exists)",
             root.display(),
             layout.config_file().display()
@@ -56,7 +58,7 @@ pub fn init(path: &Path, dataset_id: Option<&str>) -> Result<InitReport> {
             let head = state
                 .commit()
                 .cloned()
-                .ok_or_else(|| TetherError::Refused("no commit checked out".into()))?;
+                .ok_or_else(|| TetherError::refused("no commit checked out"))?;
             if vcs.branch_head(&cfg.trunk)?.is_none() {
                 vcs.create_branch(&cfg.trunk, &head)?;
             }

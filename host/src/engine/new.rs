@@ -52,6 +52,26 @@ pub struct NewOptions {
     pub adopt: bool,
 }
 
+/// How `new` set up one object's working ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetUp {
+    /// A branch created now.
+    Forked,
+    /// An existing branch reset onto the pin.
+    Reset,
+    /// A branch already at the pin, kept.
+    Reused,
+    /// The bookmark's existing branch, taken as it is.
+    Adopted,
+    /// The branch of its branch scope's leader.
+    Shared,
+    /// Created on the first writable open.
+    Deferred,
+    /// On the trunk: the upstream branch.
+    Trunk,
+}
+
 /// The `--json` shape of spec/09.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct NewReport {
@@ -63,10 +83,9 @@ pub struct NewReport {
     /// Forks a store refused (the rest landed; a re-run finishes).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub failed: BTreeMap<String, String>,
-    /// For the CLI: how each key got its working ref (`forked`, `reset`,
-    /// `reused`, `adopted`, `shared`, `deferred`, `trunk`).
+    /// For the CLI: how each key got its working ref.
     #[serde(skip)]
-    pub how: BTreeMap<String, String>,
+    pub how: BTreeMap<String, SetUp>,
     /// For the CLI: the parking branch of a read-only working copy.
     #[serde(skip)]
     pub parked: Option<String>,
@@ -94,9 +113,10 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
     let current = head.bookmark().map(str::to_string);
     if let Some(name) = &opts.create {
         if name.trim().is_empty() || name.starts_with('-') {
-            return Err(TetherError::Refused(format!(
-                "{name:?} is not a bookmark name: give a name such as `relabel`"
-            )));
+            return Err(
+                TetherError::refused(format!("{name:?} is not a bookmark name"))
+                    .hint("give a name such as `relabel`"),
+            );
         }
         if let Some(at) = repo.vcs.branch_head(name)? {
             // A `new -b NAME` killed after creating the bookmark: this one
@@ -116,9 +136,11 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                     finishes: Some(entry.id),
                 });
             }
-            return Err(TetherError::Refused(format!(
-                "bookmark {name:?} already exists: `tether new {name}` joins it, or pick another name"
-            )));
+            return Err(
+                TetherError::refused(format!("bookmark {name:?} already exists")).hint(format!(
+                    "`tether new {name}` joins it, or pick another name"
+                )),
+            );
         }
         let at = match &opts.rev {
             Some(rev) => repo.vcs.resolve(rev)?,
@@ -150,11 +172,14 @@ fn destination(repo: &Repo, ws: &WorkspaceState, opts: &NewOptions) -> Result<De
                 finishes: None,
             }),
             HeadState::Parked { commit, .. } | HeadState::Detached { commit } => {
-                Err(TetherError::Refused(format!(
-                    "this working copy is on no bookmark (read-only at {}): `tether new NAME` joins \
-                     a bookmark, `tether new -b NAME` starts one here",
+                Err(TetherError::refused(format!(
+                    "this working copy is on no bookmark (read-only at {})",
                     commit.short12()
-                )))
+                ))
+                .hint(
+                    "`tether new NAME` joins \
+                     a bookmark, `tether new -b NAME` starts one here",
+                ))
             }
         };
     };
@@ -273,37 +298,41 @@ struct Probe {
 /// Decide what `new` would do.
 pub async fn plan(repo: &Repo, opts: &NewOptions) -> Result<Plan> {
     if opts.discard && opts.adopt {
-        return Err(TetherError::Refused(
-            "--discard resets branches and --adopt takes them as they are: give one".into(),
-        ));
+        return Err(TetherError::refused(
+            "--discard resets branches and --adopt takes them as they are",
+        )
+        .hint("give one"));
     }
     if opts.keep && opts.adopt {
-        return Err(TetherError::Refused(
+        return Err(TetherError::refused(
             "--keep leaves the working refs as they are and --adopt replaces them with the \
-             bookmark's existing branches: give one"
-                .into(),
-        ));
+             bookmark's existing branches",
+        )
+        .hint("give one"));
     }
     let ws = repo.workspace_for_plan()?;
     let dest = destination(repo, &ws, opts)?;
     let trunk = dest.bookmark.as_deref() == Some(repo.config.trunk.as_str());
     if opts.adopt && trunk {
-        return Err(TetherError::Refused(
+        return Err(TetherError::refused(
             "--adopt takes a bookmark's own branches; on the trunk every object works on its \
-             upstream branch: `tether new -b NAME --adopt` or `tether new NAME --adopt`"
-                .into(),
-        ));
+             upstream branch",
+        )
+        .hint("`tether new -b NAME --adopt` or `tether new NAME --adopt`"));
     }
     if let Some(b) = dest.bookmark.as_deref().filter(|_| !trunk) {
         let held = super::checkouts::holders(&super::checkouts::live(repo)?, b);
         if !held.is_empty() && !opts.shared {
             let (path, id) = &held[0];
-            return Err(TetherError::Refused(format!(
-                "bookmark {b:?} is held by the checkout at {path} (workspace {}): two checkouts on \
+            return Err(TetherError::refused(format!(
+                "bookmark {b:?} is held by the checkout at {path} (workspace {})",
+                ids::workspace_short(id)
+            ))
+            .hint(
+                "two checkouts on \
                  one bookmark write the same store branches; pass --shared to do that on purpose, \
                  or pick another bookmark",
-                ids::workspace_short(id)
-            )));
+            ));
         }
     }
     let eager = opts
@@ -661,7 +690,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         } else {
             "see `tether new --dry-run`"
         };
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "refusing to reset working branches with unpinned writes: {}; {advice}",
             refusals.join("; ")
         )));
@@ -789,27 +818,27 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             verb::FORK if forked.contains(&k) => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
                 if a.params.contains_key("reset_from") {
-                    "reset"
+                    SetUp::Reset
                 } else {
-                    "forked"
+                    SetUp::Forked
                 }
             }
             verb::FORK => continue,
             verb::REUSE => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
-                "reused"
+                SetUp::Reused
             }
             verb::ADOPT => {
                 ws.working_refs.insert(k.clone(), a.target.clone());
                 report.adopted.insert(k.clone(), a.target.clone());
-                "adopted"
+                SetUp::Adopted
             }
             verb::DEFER_FORK => {
                 ws.pending_forks.insert(k.clone(), a.target.clone());
                 if let Some(head) = a.params.get("reset_from").and_then(Value::as_object) {
                     ws.pending_resets.insert(k.clone(), head.clone());
                 }
-                "deferred"
+                SetUp::Deferred
             }
             verb::SHARE => {
                 // Follows its leader: made, deferred, or failed with it.
@@ -826,16 +855,16 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
                 } else {
                     continue;
                 }
-                "shared"
+                SetUp::Shared
             }
             verb::TRUNK => {
                 report.working_refs.insert(k.clone(), a.target.clone());
-                report.how.insert(k.clone(), "trunk".into());
+                report.how.insert(k.clone(), SetUp::Trunk);
                 continue;
             }
             _ => continue,
         };
-        report.how.insert(k.clone(), how.into());
+        report.how.insert(k.clone(), how);
         if let Some(fp) = fork_point {
             report
                 .fork_points
@@ -874,17 +903,4 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         json!({"summary": summary, "report": report, "failed": report.failed}),
     )?;
     Ok(report)
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "new" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for new",
-            path.display(),
-            plan.command
-        )));
-    }
-    Ok(plan)
 }

@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use super::error::{Result, TetherError};
 use super::repo::Repo;
-use super::verify::pin_ref;
-use crate::plugin::{Target, VerifyStatus};
+use crate::plugin::{PinRef, Target, VerifyStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Access {
@@ -102,17 +101,17 @@ async fn at_working_ref(repo: &Repo, key: &str, access: Access) -> Result<Resolv
         Access::ReadOnly => false,
         Access::Default => forkable && !ws.is_read_only(),
         Access::Writable if !forkable => {
-            return Err(TetherError::Refused(format!(
+            return Err(TetherError::refused(format!(
                 "{key} is not Forkable ({} tier): it opens read-only, since a write would change \
                  the data in place with no branch to land or discard",
                 crate::plugin::Descriptor::tier_of(&caps)
             )));
         }
         Access::Writable if ws.is_read_only() => {
-            return Err(TetherError::Refused(
-                "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"
-                    .into(),
-            ));
+            return Err(
+                TetherError::refused("this working copy is on no bookmark (read-only)")
+                    .hint("`tether new NAME` to work on one"),
+            );
         }
         Access::Writable => true,
     };
@@ -142,21 +141,21 @@ async fn at_working_ref(repo: &Repo, key: &str, access: Access) -> Result<Resolv
 
 async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Result<Resolved> {
     if access == Access::Writable {
-        return Err(TetherError::Refused(format!(
-            "a revision's state is read-only: `tether open {key} --writable` without -r (and with \
+        return Err(
+            TetherError::refused("a revision's state is read-only").hint(format!(
+                "`tether open {key} --writable` without -r (and with \
              TETHER_REV unset) opens the working ref"
-        )));
+            )),
+        );
     }
     let commit = repo.vcs.resolve(rev)?;
     let manifests = repo.manifests_at(&commit)?;
     let m = manifests.get(key).ok_or_else(|| {
-        TetherError::Refused(format!(
-            "no object {key:?} at {rev} ({}): `tether diff {rev}` shows what it had",
-            commit.short12()
-        ))
+        TetherError::refused(format!("no object {key:?} at {rev} ({})", commit.short12()))
+            .hint(format!("`tether diff {rev}` shows what it had"))
     })?;
     let Some(state) = &m.state else {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "{key} was not committed yet at {rev} ({}): it has no recorded state to open",
             commit.short12()
         )));
@@ -165,11 +164,11 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
     let plugin = repo.plugin(&m.kind).await?;
     let addressable = plugin.descriptor().has("ADDRESSABLE");
     let client = repo.client_for(&plugin, &Value::Object(m.locator.clone()));
-    let Some(pin) = pin_ref(m) else {
+    let Some(pin) = PinRef::of(m) else {
         if m.recoverable && addressable {
             return Ok((Target::Recorded(state), true, Vec::new(), client));
         }
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "{key} cannot be opened at a revision: it is Observed, and its state at {rev} is a \
              digest, not an address (it was recorded as not recoverable)"
         )));
@@ -194,10 +193,13 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
             );
             Ok((Target::Recorded(state), true, vec![warning], client))
         }
-        VerifyStatus::Missing => Err(TetherError::Refused(format!(
+        VerifyStatus::Missing => Err(TetherError::refused(format!(
             "{key}: pin {} is gone ({}), and the {} backend cannot address a recorded state \
-             without it: `tether repair {key}` recreates the ref while the store still has the state",
+             without it",
             pin.ref_name, report.message, m.kind
+        ))
+        .hint(format!(
+            "`tether repair {key}` recreates the ref while the store still has the state"
         ))),
         VerifyStatus::Unknown => {
             // The cheap check could not tell; ask the store to open it.
@@ -207,11 +209,11 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
                 .map_err(|e| TetherError::backend(key, e))?;
             match deep.status {
                 VerifyStatus::Ok => Ok((Target::Pinned(pin), true, Vec::new(), client)),
-                _ => Err(TetherError::Refused(format!(
-                    "{key}: pin {} could not be confirmed to hold the recorded state ({}): \
-                     `tether verify -r {rev} --deep` says more",
+                _ => Err(TetherError::refused(format!(
+                    "{key}: pin {} could not be confirmed to hold the recorded state ({})",
                     pin.ref_name, deep.message
-                ))),
+                ))
+                .hint(format!("`tether verify -r {rev} --deep` says more"))),
             }
         }
     }

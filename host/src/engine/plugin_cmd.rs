@@ -51,10 +51,13 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
         .await?;
     let actual = plugin.kind().to_string();
     if let Some(k) = kind.filter(|k| *k != actual) {
-        return Err(TetherError::Refused(format!(
-            "{} serves kind {actual}, not {k}: run `tether plugin add {} --kind {actual}`, \
+        return Err(TetherError::refused(format!(
+            "{} serves kind {actual}, not {k}",
+            path.display()
+        ))
+        .hint(format!(
+            "run `tether plugin add {} --kind {actual}`, \
              or add the component built for {k}",
-            path.display(),
             path.display()
         )));
     }
@@ -64,7 +67,7 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
     if let Some(old) = previous.as_ref().filter(|old| **old != digest)
         && !replace
     {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "kind {actual} is already pinned to plugin {old}, and {} is a different build, {digest}: \
              nothing changed; to pin the new build run `tether plugin add {} --replace`",
             path.display(),
@@ -102,10 +105,12 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
 /// Returns whether the list changed.
 pub fn trust(repo: &Repo, digest: &str, trusted: bool) -> Result<bool> {
     if !is_plugin_digest(digest) {
-        return Err(TetherError::Refused(format!(
-            "{digest:?} is not a plugin digest: give it as `sha256:` and 64 lowercase hex digits, \
-             as `tether plugin list` prints it"
-        )));
+        return Err(
+            TetherError::refused(format!("{digest:?} is not a plugin digest")).hint(
+                "give it as `sha256:` and 64 lowercase hex digits, \
+             as `tether plugin list` prints it",
+            ),
+        );
     }
     let _locks = repo.lock()?;
     trust_digests(repo, [digest.to_string()], trusted)
@@ -161,10 +166,12 @@ pub async fn pin(repo: &Repo, kinds: &[String], vendor: bool) -> Result<Vec<Pinn
         kinds.iter().cloned().collect()
     };
     if kinds.is_empty() {
-        return Err(TetherError::Refused(
-            "no object uses a plugin yet, so there is nothing to pin: `tether add` objects first, \
-             or name kinds (`tether plugin pin memory`)"
-                .into(),
+        return Err(TetherError::refused(
+            "no object uses a plugin yet, so there is nothing to pin",
+        )
+        .hint(
+            "`tether add` objects first, \
+             or name kinds (`tether plugin pin memory`)",
         ));
     }
     let mut out = Vec::new();
@@ -338,9 +345,10 @@ pub fn remove(repo: &Repo, kind: &str) -> Result<Removed> {
     let _locks = repo.lock()?;
     let mut config = Config::read(&repo.layout.config_file())?;
     let Some(pin) = config.plugins.remove(kind) else {
-        return Err(TetherError::Refused(format!(
-            "kind {kind} is not pinned in this dataset: `tether plugin list` shows the pins"
-        )));
+        return Err(
+            TetherError::refused(format!("kind {kind} is not pinned in this dataset"))
+                .hint("`tether plugin list` shows the pins"),
+        );
     };
     config.write(&repo.layout.config_file())?;
     let deleted = drop_unused_file(repo, &config, &pin.digest)?;

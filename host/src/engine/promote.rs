@@ -44,9 +44,8 @@ impl Strategy {
             "auto" => Ok(Strategy::Auto),
             "ff" => Ok(Strategy::Ff),
             "merge" => Ok(Strategy::Merge),
-            other => Err(TetherError::Refused(format!(
-                "unknown strategy {other:?}: use auto, ff or merge"
-            ))),
+            other => Err(TetherError::refused(format!("unknown strategy {other:?}"))
+                .hint("use auto, ff or merge")),
         }
     }
 
@@ -107,15 +106,16 @@ fn brief(state: &Value) -> String {
 pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
     let ws = repo.workspace_for_plan()?;
     let Some(bookmark) = ws.bookmark.clone() else {
-        return Err(TetherError::Refused(
-            "this working copy is on no bookmark (read-only): `tether new NAME` to work on one, \
-             or `tether promote -r REV` to promote what a dataset commit pinned"
-                .into(),
-        ));
+        return Err(
+            TetherError::refused("this working copy is on no bookmark (read-only)").hint(
+                "`tether new NAME` to work on one, \
+             or `tether promote -r REV` to promote what a dataset commit pinned",
+            ),
+        );
     };
     let trunk = repo.config.trunk.clone();
     if bookmark == trunk && opts.rev.is_none() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "this working copy is on the trunk bookmark {trunk}: its working refs are the upstream \
              branches already, so there is nothing to promote; `tether promote -r REV` lands what \
              a dataset commit pinned"
@@ -124,9 +124,8 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
     let source_commit = match &opts.rev {
         Some(rev) => repo.vcs.resolve(rev)?,
         None => repo.vcs.branch_head(&bookmark)?.ok_or_else(|| {
-            TetherError::Refused(format!(
-                "bookmark {bookmark:?} has no commit yet: `tether commit` first"
-            ))
+            TetherError::refused(format!("bookmark {bookmark:?} has no commit yet"))
+                .hint("`tether commit` first")
         })?,
     };
     let manifests = repo.manifests_at(&source_commit)?;
@@ -636,20 +635,4 @@ async fn calls_for(
         ));
     }
     Ok(calls)
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "promote" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for promote",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
 }

@@ -80,7 +80,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
     if let Some(named) = opts.bookmark.as_deref()
         && named != bookmark
     {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "this working copy is on bookmark {bookmark:?}, not {named:?}: pull fetches the heads of \
              the bookmark you work on and commits onto it. `tether new {named}` first to pull {named:?}, \
              or `tether pull` for {bookmark:?}"
@@ -318,7 +318,7 @@ fn refuse_uncommitted_edits(
         return Ok(());
     }
     edited.sort();
-    Err(TetherError::Refused(format!(
+    Err(TetherError::refused(format!(
         "uncommitted manifest edits: {}. pull commits only what it fetches, so commit these first \
          (`tether commit -m MESSAGE`), or restore them (`git checkout -- .tether/objects`){}",
         edited.join(", "),

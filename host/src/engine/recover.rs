@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::error::Result;
 use super::repo::Repo;
 use crate::model::{ids, key};
-use crate::plugin::{BackendError, fan_out};
+use crate::plugin::{BackendError, PinRef, fan_out};
 
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
 pub struct BookmarkRefs {
@@ -192,7 +192,7 @@ pub async fn recover(repo: &Repo, selectors: &[String]) -> Result<RecoverReport>
                 Vec::new()
             };
             let mut missing_pin = None;
-            if let (Some(pin), Some(state)) = (super::verify::pin_ref(&m), &m.state) {
+            if let (Some(pin), Some(state)) = (PinRef::of(&m), &m.state) {
                 let report = client
                     .verify(&serde_json::Value::Object(state.clone()), Some(&pin), false)
                     .await?;

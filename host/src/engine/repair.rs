@@ -39,16 +39,15 @@
 //! them like any pin no manifest names.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::checker::Checker;
+use super::checks::{self, Subject};
 use super::error::{Result, TetherError};
 use super::fork;
 use super::repo::Repo;
-use super::verify::{self, Subject};
 use crate::model::{ModelError, canonical, time};
 use crate::oplog::{NewOp, OpEntry, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
@@ -119,7 +118,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
     // --all-history a key may be one only history (or only the working
     // tree) has; a selector neither matches is refused.
     let no_match = |e: &TetherError| matches!(e, TetherError::Model(ModelError::NoMatch { .. }));
-    let mut subjects = match verify::subjects(repo, &opts.keys, None, false) {
+    let mut subjects = match checks::subjects(repo, &opts.keys, None, false) {
         Ok(s) => s,
         Err(e) if opts.all_history && no_match(&e) => Vec::new(),
         Err(e) => return Err(e),
@@ -128,7 +127,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
         let tree_matched =
             crate::model::key::select_keys(&opts.keys, manifests.keys().map(String::as_str))
                 .is_ok();
-        match verify::subjects(repo, &opts.keys, None, true) {
+        match checks::subjects(repo, &opts.keys, None, true) {
             Ok(s) => subjects.extend(s),
             Err(e) if tree_matched && no_match(&e) => {}
             Err(e) => return Err(e),
@@ -137,7 +136,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
     let mut seen = BTreeSet::new();
     subjects.retain(|s| s.manifest.pin.is_some() && seen.insert(pin_identity(s)));
     let mut missing: Vec<Subject> = Vec::new();
-    for (s, report) in verify::check(repo, subjects, false).await? {
+    for (s, report) in checks::check(repo, subjects, false).await? {
         let label = s.labels[0].clone();
         let pin = s.manifest.pin.as_ref().expect("only pinned subjects");
         match report.status {
@@ -164,7 +163,7 @@ pub async fn plan(repo: &Repo, opts: &RepairOptions) -> Result<Plan> {
         })
         .collect();
     // A subject's first label is its own (no two subjects share one).
-    let reachable: BTreeMap<String, (VerifyStatus, String)> = verify::check(repo, stateless, true)
+    let reachable: BTreeMap<String, (VerifyStatus, String)> = checks::check(repo, stateless, true)
         .await?
         .into_iter()
         .map(|(s, r)| (s.labels[0].clone(), (r.status, r.message)))
@@ -694,19 +693,4 @@ pub fn unrepairable(plan: &Plan) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan and
-/// a `KEY...` other than the plan's own selection.
-pub fn load_plan(path: &Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "repair" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for repair",
-            path.display(),
-            plan.command
-        )));
-    }
-    plan.check_selection(keys)?;
-    Ok(plan)
 }

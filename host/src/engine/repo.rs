@@ -1,6 +1,7 @@
 //! `Repo`: one dataset checkout, opened. It ties the files on disk (`model`),
 //! the VCS, and the plugin runtime together, and hands out backend clients
-//! for objects. Every command starts from `Repo::find`.
+//! for objects. Every command starts from `Repo::find`. A service: the
+//! methods that run commands for a library caller are in `facade`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -153,8 +154,7 @@ impl Repo {
 
     /// A path of the dataset as the VCS names it (relative to the VCS root).
     pub fn vcs_path(&self, path: &Path) -> String {
-        let rel = path.strip_prefix(self.vcs.root()).unwrap_or(path);
-        rel.to_string_lossy().replace('\\', "/")
+        super::history::Source::from(self).vcs_path(path)
     }
 
     /// The manifests of the working tree.
@@ -247,7 +247,7 @@ impl Repo {
     pub async fn plugins(&self) -> Result<&BTreeMap<String, Arc<Plugin>>> {
         let loaded = self.loaded_plugins().await?;
         if let Some(e) = loaded.refused.values().next() {
-            return Err(TetherError::Refused(e.to_string()));
+            return Err(TetherError::refused(e.to_string()));
         }
         Ok(&loaded.plugins)
     }
@@ -408,7 +408,7 @@ impl Repo {
         }
         let loaded = self.loaded_plugins().await?;
         if let Some(e) = loaded.refused.get(kind) {
-            return Err(TetherError::Refused(e.to_string()));
+            return Err(TetherError::refused(e.to_string()));
         }
         loaded
             .plugins
@@ -570,53 +570,18 @@ impl Repo {
             .collect()
     }
 
-    /// Create the working branch `new` deferred for `key` now, as the first
-    /// writable open would (pre-creating branches for a job). Returns the
-    /// working ref, or `None` when the object has none on this bookmark.
-    pub async fn materialize_fork(&self, key: &str) -> Result<Option<String>> {
-        super::fork::materialize_fork(self, key).await
-    }
-
-    /// `repo.create(key, kind, locator)` (experimental): `add --create` and a
-    /// writable `open` in one call: the store is made empty, marked as this
-    /// dataset's, registered under `key`, and its handle returned.
-    pub async fn create(
-        &self,
-        key: &str,
-        kind: &str,
-        locator: serde_json::Map<String, Value>,
-    ) -> Result<super::open::Opened> {
-        let req = super::add::AddRequest {
-            positionals: vec![key.to_string()],
-            kind: kind.to_string(),
-            fields: locator
-                .into_iter()
-                .map(|(k, v)| {
-                    let v = v
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string());
-                    (k, v)
-                })
-                .collect(),
-            cwd: self.root().to_path_buf(),
-            create: true,
-            ..Default::default()
-        };
-        super::add::add(self, req).await?;
-        super::open::open(
-            self,
-            &super::open::OpenOptions {
-                key: key.to_string(),
-                ..Default::default()
-            },
-        )
-        .await
-    }
-
     /// The working ref of `key` in this checkout (`None`: the base branch).
     pub fn working_ref(ws: &WorkspaceState, key: &str) -> Option<String> {
         ws.working_refs.get(key).cloned()
+    }
+}
+
+impl<'a> From<&'a Repo> for super::history::Source<'a> {
+    fn from(repo: &'a Repo) -> Self {
+        super::history::Source {
+            vcs: repo.vcs.as_ref(),
+            layout: &repo.layout,
+        }
     }
 }
 

@@ -51,44 +51,44 @@ pub struct RestoreReport {
 pub async fn plan(repo: &Repo, opts: &RestoreOptions) -> Result<Plan> {
     match (&opts.from, &opts.at) {
         (Some(_), Some(_)) => {
-            return Err(TetherError::Refused(
-                "--from and --at name two different sources: give one".into(),
-            ));
+            return Err(
+                TetherError::refused("--from and --at name two different sources").hint("give one"),
+            );
         }
         (None, None) => {
-            return Err(TetherError::Refused(
-                "restore needs a source: --from REV (what a dataset commit pinned) or --at REF \
-                 (a branch, tag or state in each store)"
-                    .into(),
+            return Err(TetherError::refused("restore needs a source").hint(
+                "--from REV (what a dataset commit pinned) or --at REF \
+                 (a branch, tag or state in each store)",
             ));
         }
         (_, Some(at)) if at.trim().is_empty() => {
-            return Err(TetherError::Refused(
-                "--at is empty: an empty REF would start the branch from the upstream head; name \
-                 a branch, tag or state id"
-                    .into(),
+            return Err(TetherError::refused("--at is empty").hint(
+                "an empty REF would start the branch from the upstream head; name \
+                 a branch, tag or state id",
             ));
         }
         _ => {}
     }
     if opts.keys.is_empty() {
-        return Err(TetherError::Refused(
-            "name the objects to restore: `tether restore KEY... --from REV`".into(),
-        ));
+        return Err(TetherError::refused("name the objects to restore")
+            .hint("`tether restore KEY... --from REV`"));
     }
     let ws = repo.workspace_for_plan()?;
     let Some(bookmark) = ws.bookmark.clone() else {
-        return Err(TetherError::Refused(
-            "this working copy is on no bookmark (read-only): `tether new NAME` to work on one"
-                .into(),
-        ));
+        return Err(
+            TetherError::refused("this working copy is on no bookmark (read-only)")
+                .hint("`tether new NAME` to work on one"),
+        );
     };
     if bookmark == repo.config.trunk {
-        return Err(TetherError::Refused(format!(
-            "restore is refused on the trunk bookmark {bookmark}: there the working ref is the \
+        return Err(TetherError::refused(format!(
+            "restore is refused on the trunk bookmark {bookmark}"
+        ))
+        .hint(
+            "there the working ref is the \
              upstream branch itself; re-register the object with --at, or `tether pull`, or \
-             `tether new -b NAME` and restore there"
-        )));
+             `tether new -b NAME` and restore there",
+        ));
     }
     let manifests = repo.manifests()?;
     let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
@@ -125,7 +125,7 @@ pub async fn plan(repo: &Repo, opts: &RestoreOptions) -> Result<Plan> {
                 known: descriptors.keys().cloned().collect::<Vec<_>>().join(", "),
             })?;
         if !Repo::capabilities(d, m).iter().any(|c| c == "FORK") {
-            return Err(TetherError::Refused(format!(
+            return Err(TetherError::refused(format!(
                 "{k} cannot fork (the {} backend has no branches): there is no working branch to \
                  restore",
                 m.kind
@@ -141,10 +141,10 @@ pub async fn plan(repo: &Repo, opts: &RestoreOptions) -> Result<Plan> {
             (Some(sm), _) => {
                 let from = opts.from.as_deref().unwrap_or_default();
                 let sm = sm.get(k).ok_or_else(|| {
-                    TetherError::Refused(format!("{k} is not in the dataset at {from}"))
+                    TetherError::refused(format!("{k} is not in the dataset at {from}"))
                 })?;
                 let (target, state) = fork_source(sm).ok_or_else(|| {
-                    TetherError::Refused(format!(
+                    TetherError::refused(format!(
                         "{k} has no recoverable state at {from}: nothing to restore from"
                     ))
                 })?;
@@ -247,7 +247,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
         .map(|a| format!("{}: {}", a.key, a.detail))
         .collect();
     if !refusals.is_empty() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "refusing to reset working branches with unpinned writes: {}",
             refusals.join("; ")
         )));
@@ -310,20 +310,4 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
     Ok(report)
-}
-
-/// Load a saved plan for `--from-plan`, refusing another command's plan.
-pub fn load_plan(path: &std::path::Path, keys: &[String]) -> Result<Plan> {
-    let plan = Plan::load(path)?;
-    if plan.command != "restore" {
-        return Err(TetherError::Refused(format!(
-            "{} is a plan for `tether {}`, not for restore",
-            path.display(),
-            plan.command
-        )));
-    }
-    if !keys.is_empty() {
-        plan.check_selection(keys)?;
-    }
-    Ok(plan)
 }

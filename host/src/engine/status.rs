@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
@@ -37,14 +37,75 @@ pub enum SnapshotMode {
     Default,
 }
 
+/// An object's state against its manifest (`state` in `--json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectState {
+    New,
+    Modified,
+    Clean,
+    Behind,
+    Error,
+}
+
+/// What tether can do with an object's states (`tier` in `--json`):
+/// its plugin's tier for its policy, `unknown` when no plugin serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Observed,
+    Addressable,
+    Pinnable,
+    Forkable,
+    Unknown,
+}
+
+impl Tier {
+    fn as_str(self) -> &'static str {
+        match self {
+            Tier::Observed => "observed",
+            Tier::Addressable => "addressable",
+            Tier::Pinnable => "pinnable",
+            Tier::Forkable => "forkable",
+            Tier::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for ObjectState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ObjectState::New => "new",
+            ObjectState::Modified => "modified",
+            ObjectState::Clean => "clean",
+            ObjectState::Behind => "behind",
+            ObjectState::Error => "error",
+        })
+    }
+}
+
+/// A dataset commit this checkout's op log recorded that vanished from the
+/// VCS, and per key it pinned whether the manifests still reference its pin.
+/// (Fields in the order `--json` has always printed them.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VcsDrift {
+    pub commit: String,
+    pub op: String,
+    pub referenced: BTreeMap<String, bool>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ObjectStatus {
     pub key: String,
     pub kind: String,
-    /// `observed`, `addressable`, `pinnable` or `forkable`.
-    pub tier: String,
-    /// `new`, `modified`, `clean`, `behind` or `error`.
-    pub state: String,
+    pub tier: Tier,
+    pub state: ObjectState,
     pub pinned: bool,
     pub recoverable: Option<bool>,
     pub origin: Option<String>,
@@ -63,13 +124,13 @@ pub struct StatusReport {
     pub bookmark: Option<String>,
     pub trunk: bool,
     pub bookmark_drift: Vec<String>,
-    pub vcs_drift: Vec<Value>,
+    pub vcs_drift: Vec<VcsDrift>,
     pub objects: Vec<ObjectStatus>,
 }
 
 impl StatusReport {
     pub fn has_error(&self) -> bool {
-        self.objects.iter().any(|o| o.state == "error")
+        self.objects.iter().any(|o| o.state == ObjectState::Error)
     }
 }
 
@@ -132,8 +193,13 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
 }
 
 /// The tier of an object's capabilities, lowercased as `status` prints it.
-pub fn tier(descriptor: &Descriptor, m: &Manifest) -> String {
-    Descriptor::tier_of(&Repo::capabilities(descriptor, m)).to_ascii_lowercase()
+pub fn tier(descriptor: &Descriptor, m: &Manifest) -> Tier {
+    match Descriptor::tier_of(&Repo::capabilities(descriptor, m)) {
+        "Forkable" => Tier::Forkable,
+        "Pinnable" => Tier::Pinnable,
+        "Addressable" => Tier::Addressable,
+        _ => Tier::Observed,
+    }
 }
 
 fn object_status(
@@ -145,10 +211,8 @@ fn object_status(
     let mut s = ObjectStatus {
         key: key.to_string(),
         kind: m.kind.clone(),
-        tier: descriptor
-            .map(|d| tier(d, m))
-            .unwrap_or_else(|| "unknown".into()),
-        state: String::new(),
+        tier: descriptor.map(|d| tier(d, m)).unwrap_or(Tier::Unknown),
+        state: ObjectState::Error,
         pinned: m.pin.is_some(),
         recoverable: m.is_committed().then_some(m.recoverable),
         origin: (m.origin == Origin::Created).then(|| "created".to_string()),
@@ -156,20 +220,20 @@ fn object_status(
         error: None,
     };
     let Some(descriptor) = descriptor else {
-        s.state = "error".into();
+        s.state = ObjectState::Error;
         s.error = Some(format!("no installed plugin serves kind {:?}", m.kind));
         return s;
     };
     s.state = match (snap, &m.state) {
         (Some(Err(e)), _) => {
             s.error = Some(e);
-            "error".into()
+            ObjectState::Error
         }
-        (_, None) => "new".into(),
-        (None, Some(_)) => "clean".into(),
+        (_, None) => ObjectState::New,
+        (None, Some(_)) => ObjectState::Clean,
         (Some(Ok(now)), Some(recorded)) => {
             if content(&now, descriptor) == content(recorded, descriptor) {
-                "clean".into()
+                ObjectState::Clean
             } else if m.kind == "file" && m.policy.file == FileMode::Immutable {
                 s.error = Some(
                     TetherError::ImmutableModified {
@@ -177,9 +241,9 @@ fn object_status(
                     }
                     .to_string(),
                 );
-                "error".into()
+                ObjectState::Error
             } else {
-                "modified".into()
+                ObjectState::Modified
             }
         }
     };
@@ -206,7 +270,7 @@ struct DriftMemo {
 
 /// What the VCS did behind tether's back: bookmark warnings, and the vanished
 /// dataset commits as `{"op", "commit", "referenced": {key: bool}}`.
-fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> {
+fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<VcsDrift>)> {
     let memo_path = repo.layout.cache_dir().join(DRIFT_MEMO);
     let ops = FileStamp::of(&repo.layout.ops_file());
     let history = repo.vcs.history_key()?;
@@ -287,7 +351,11 @@ fn drift(repo: &Repo, ws: &WorkspaceState) -> Result<(Vec<String>, Vec<Value>)> 
                 referenced.insert(key.clone(), still);
             }
         }
-        vcs_drift.push(json!({"op": e.id, "commit": commit, "referenced": referenced}));
+        vcs_drift.push(VcsDrift {
+            commit: commit.to_string(),
+            op: e.id.clone(),
+            referenced,
+        });
     }
     Ok((bookmark_drift, vcs_drift))
 }

@@ -123,7 +123,7 @@ pub async fn undo(repo: &Repo, opts: &UndoOptions) -> Result<UndoReport> {
         "set" => undo_set(repo, &target, &mut report)?,
         "gc" => undo_gc(repo, &locks, &target, &mut report)?,
         other => {
-            return Err(TetherError::Refused(format!(
+            return Err(TetherError::refused(format!(
                 "operation {} ({other}) is not one tether knows how to reverse",
                 target.id
             )));
@@ -157,7 +157,7 @@ fn promote_refusal(entry: &OpEntry) -> TetherError {
             heads.join("; ")
         )
     };
-    TetherError::Refused(format!(
+    TetherError::refused(format!(
         "operation {} (promote) cannot be undone by tether: tether never moves a base branch \
          backwards{listed}. Move a base back with the store's own tools if you must",
         entry.id
@@ -216,7 +216,7 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
         let now = head
             .map(|h| h.short12().to_string())
             .unwrap_or_else(|| "no commit".into());
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "cannot undo {} ({}): commit {} is no longer the working copy's parent (HEAD is {now}); \
              undo takes back only the commit the working copy stands on. Undo the newer \
              operations first (`tether ops` lists them), or move the VCS yourself",
@@ -226,7 +226,7 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
         )));
     }
     let parent = repo.vcs.resolve(&format!("{commit}^")).map_err(|_| {
-        TetherError::Refused(format!(
+        TetherError::refused(format!(
             "cannot undo {} ({}): commit {} is the repository's first commit, so there is no \
              parent to go back to",
             target.id,
@@ -451,7 +451,7 @@ fn plan_vcs(repo: &Repo, target: &OpEntry) -> Result<VcsBack> {
             _ => now.bookmark().is_some() && now.bookmark() == bookmark,
         };
         if same_place {
-            return Err(TetherError::Refused(format!(
+            return Err(TetherError::refused(format!(
                 "cannot undo {} (new): this checkout still works on {} and its working copy moved \
                  on since ({where_now}); undoing the new would leave those commits behind. Undo \
                  the newer operations first (`tether ops` lists them)",
@@ -573,7 +573,7 @@ async fn undo_forks(
         });
     }
     if !blocked.is_empty() {
-        return Err(TetherError::Refused(format!(
+        return Err(TetherError::refused(format!(
             "cannot undo {} ({}): {}; deleting would lose them. Commit them first, or pass \
              --discard to delete the branches with their writes. Nothing was changed",
             target.id,
@@ -871,7 +871,7 @@ fn current_manifest(repo: &Repo, key: &str) -> Result<Option<Value>> {
 fn manifest_from(value: &Value, key: &str) -> Result<Manifest> {
     let map = value.as_object().cloned().unwrap_or_default();
     Manifest::from_json(&map).map_err(|m| {
-        TetherError::Refused(format!(
+        TetherError::refused(format!(
             "the operation log's copy of {key:?}'s manifest is not readable ({m})"
         ))
     })
@@ -1039,7 +1039,7 @@ fn undo_set(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()
                 _ => from.parse().map(|p| m.policy.pin = p),
             };
             parsed.map_err(|e: String| {
-                TetherError::Refused(format!(
+                TetherError::refused(format!(
                     "the operation log's old {field} policy of {key:?} is not readable ({e})"
                 ))
             })?;

@@ -57,6 +57,14 @@ pub enum PlanError {
     )]
     SelectionMismatch { planned: String, given: String },
 
+    /// `--from-plan FILE` naming a plan another command made.
+    #[error("{path} is a plan for `tether {made_for}`, not for {command}")]
+    OtherCommand {
+        path: PathBuf,
+        made_for: String,
+        command: String,
+    },
+
     /// A plan file that could not be read or written.
     #[error("plan file {path}: {source}")]
     Io {

@@ -568,6 +568,28 @@ impl Plan {
         })
     }
 
+    /// Read and check the plan `tether COMMAND --from-plan FILE` names: the
+    /// one place a saved plan is vetted before it is applied. Its tether
+    /// version, format and digest are checked by [`Plan::load`]; here, that it
+    /// was made for `command`, and that `keys` (the `KEY...` given with it, if
+    /// any) are its own selection.
+    pub fn load_for<S: AsRef<str>>(
+        path: &Path,
+        command: &str,
+        keys: &[S],
+    ) -> Result<Self, PlanError> {
+        let plan = Self::load(path)?;
+        if plan.command != command {
+            return Err(PlanError::OtherCommand {
+                path: path.to_path_buf(),
+                made_for: plan.command,
+                command: command.into(),
+            });
+        }
+        plan.check_selection(keys)?;
+        Ok(plan)
+    }
+
     /// The dry-run text: a header, one line per action (`verb key [kind]
     /// target detail`), then the notes. Returned, never printed.
     pub fn render(&self) -> String {

@@ -22,6 +22,24 @@ pub struct PinRef {
     pub created: bool,
 }
 
+impl From<&crate::model::Pin> for PinRef {
+    /// A manifest's pin as the contract passes it.
+    fn from(p: &crate::model::Pin) -> PinRef {
+        PinRef {
+            id: p.id.clone(),
+            ref_name: p.r#ref.clone(),
+            created: p.created,
+        }
+    }
+}
+
+impl PinRef {
+    /// The manifest's pin as the contract passes it (`None`: unpinned).
+    pub fn of(m: &crate::model::Manifest) -> Option<PinRef> {
+        m.pin.as_ref().map(PinRef::from)
+    }
+}
+
 /// What a fork, promote, merge or open starts from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
