@@ -254,6 +254,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     if let Some(h) = &head {
         let _locks = repo.lock()?;
         repo.vcs.delete_branch(&b, h)?;
+        crate::fault::point("vcs.bookmark");
         op.progress(json!({"deleted_bookmark": b, "at": h.to_string()}))?;
     }
     report.abandoned = commits.iter().map(|c| c.to_string()).collect();

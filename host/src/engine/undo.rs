@@ -235,6 +235,7 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
     })?;
     let mut op = start(repo, target, report)?;
     repo.vcs.reset_soft(&parent)?;
+    crate::fault::point("vcs.reset");
     op.progress(json!({"vcs": "reset", "from": commit.as_str(), "to": parent.as_str()}))?;
     report.restored.push(format!(
         "uncommitted {}: the manifests are working-tree changes again (the pins stay)",
@@ -624,6 +625,7 @@ async fn undo_forks(
                     .checkout_detached(c)
                     .map(|()| format!("working copy: back at {} (detached)", c.short12())),
             };
+            let done = crate::fault::on_ok("vcs.switch", done);
             match done {
                 Ok(line) => {
                     op.progress(json!({"vcs": "returned", "to": line}))?;
@@ -656,7 +658,7 @@ async fn undo_forks(
                 .skipped
                 .push(format!("bookmark {b}: this checkout is on it; kept"));
         } else {
-            match repo.vcs.delete_branch(&b, &at) {
+            match crate::fault::on_ok("vcs.bookmark", repo.vcs.delete_branch(&b, &at)) {
                 Ok(()) => {
                     op.progress(json!({"vcs": "deleted", "bookmark": b}))?;
                     report.restored.push(format!("bookmark {b} deleted"));
@@ -910,10 +912,12 @@ fn undo_manifests(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Res
         match &m {
             Some(m) => {
                 manifest::write_manifest(&repo.layout.objects_dir(), &key, m)?;
+                crate::fault::point("manifest.write");
                 report.restored.push(format!("{key}: manifest restored"));
             }
             None => {
                 manifest::remove_manifest(&repo.layout.objects_dir(), &key)?;
+                crate::fault::point("manifest.write");
                 report.restored.push(format!("{key}: manifest removed"));
             }
         }
@@ -1040,6 +1044,7 @@ fn undo_set(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()
     let mut op = start(repo, target, report)?;
     for (key, m, lines) in writes {
         manifest::write_manifest(&repo.layout.objects_dir(), &key, &m)?;
+        crate::fault::point("manifest.write");
         op.progress(json!({"manifest": key, "policy": {"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()}}))?;
         report.restored.extend(lines);
     }
@@ -1178,6 +1183,7 @@ fn undo_gc(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()>
             continue;
         }
         crate::model::listing::write_listing(&dir, &name, &text)?;
+        crate::fault::point("listing.write");
         op.progress(json!({"listing": name}))?;
         report.restored.push(format!("listing {name} written back"));
     }

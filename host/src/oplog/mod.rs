@@ -324,6 +324,7 @@ impl Journal {
             "undoes": op.undoes,
         });
         self.append(&record)?;
+        crate::fault::point("journal.started");
         Ok(OpHandle {
             path: self.path.clone(),
             id,
@@ -459,7 +460,9 @@ impl OpHandle {
     /// before returning, so a re-run or `repair` knows it happened.
     pub fn progress(&mut self, detail: Value) -> Result<(), OplogError> {
         let record = json!({"record": "progress", "op": self.id, "at": now(), "detail": detail});
-        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))
+        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        crate::fault::point("journal.progress");
+        Ok(())
     }
 
     /// Mark the operation complete with its result. Returns its id.
@@ -476,6 +479,7 @@ impl OpHandle {
             record["pre"] = pre;
         }
         jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        crate::fault::point("journal.done");
         Ok(self.id)
     }
 }
