@@ -211,6 +211,15 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
         return finish(op, report);
     };
     let head = repo.vcs.head()?;
+    if head.as_ref() != Some(&commit) && interrupted_undo_reset(repo, target, &commit, &head)? {
+        // An undo of this commit was killed after its reset: finish it.
+        let op = start(repo, target, report)?;
+        report.restored.push(format!(
+            "uncommitted {}: the manifests are working-tree changes again (the pins stay)",
+            commit.short12()
+        ));
+        return finish(op, report);
+    }
     if head.as_ref() != Some(&commit) {
         let now = head
             .map(|h| h.short12().to_string())
@@ -242,6 +251,27 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
         commit.short12()
     ));
     finish(op, report)
+}
+
+/// Whether an interrupted undo of `target` already took `commit` back: an
+/// INCOMPLETE undo of it is in the log and the working copy stands on the
+/// commit's parent.
+fn interrupted_undo_reset(
+    repo: &Repo,
+    target: &OpEntry,
+    commit: &CommitId,
+    head: &Option<CommitId>,
+) -> Result<bool> {
+    let interrupted = repo
+        .journal()?
+        .incomplete()?
+        .iter()
+        .any(|e| e.undoes.as_deref() == Some(target.id.as_str()));
+    if !interrupted {
+        return Ok(false);
+    }
+    let parent = repo.vcs.resolve(&format!("{commit}^")).ok();
+    Ok(parent.is_some() && head == &parent)
 }
 
 // ------------------------------------------------ new, restore, lazy fork

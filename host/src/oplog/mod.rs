@@ -415,14 +415,25 @@ impl Journal {
                 entry
             }
             None => {
+                let undone = |id: &str| entries.iter().any(|e| e.id == id && e.undone_by.is_some());
                 let newest = entries
                     .iter()
                     .rev()
                     .find(|e| {
                         let finished_undo = e.undoes.is_some() && !e.is_incomplete();
-                        !finished_undo && e.undone_by.is_none()
+                        // An interrupted undo whose target a later undo reversed is over.
+                        let superseded = e.undoes.as_deref().is_some_and(undone);
+                        !finished_undo && !superseded && e.undone_by.is_none()
                     })
                     .ok_or(OplogError::NothingToUndo)?;
+                // An interrupted undo is finished by undoing its target again:
+                // each step of an undo skips what is already put back.
+                let newest = match &newest.undoes {
+                    Some(target) if newest.is_incomplete() => {
+                        entries.iter().find(|e| &e.id == target).unwrap_or(newest)
+                    }
+                    _ => newest,
+                };
                 // A step stands for its parent: half of a drop cannot come back.
                 match &newest.parent {
                     Some(parent) => entries
