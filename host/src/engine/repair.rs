@@ -432,6 +432,12 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
             }
         }
     }
+    if !report.reforked.is_empty() {
+        // The snapshot cache may still hold the lost branch's error.
+        let mut ws = repo.workspace()?;
+        super::snapshot::invalidate(&mut ws, report.reforked.keys());
+        repo.save_workspace(&ws)?;
+    }
 
     let mut result = serde_json::to_value(&report).unwrap_or(Value::Null);
     if let Value::Object(o) = &mut result {
