@@ -2,12 +2,14 @@
 //! binary (as jj does) so wasmtime and the host are linked once, not per suite.
 //! Run one suite with `cargo test -p tether --test runner -- SUITE::`.
 
+#[macro_use]
 mod support;
 
 mod abi;
 mod bad_input;
 mod branching;
 mod commit_rollback;
+mod crash;
 mod file_plugin;
 mod file_s3;
 mod git_plugin;
