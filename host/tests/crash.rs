@@ -499,6 +499,16 @@ fn run(s: &Scenario, vcs: Vcs) {
             failures.push(format!("--- killed at {point}:\n{e}"));
         }
     }
+    let distinct: BTreeSet<&str> = points
+        .iter()
+        .filter_map(|p| p.split_once('#').map(|(name, _)| name))
+        .collect();
+    eprintln!(
+        "crash: {} ({vcs:?}): killed at {} hit(s) of {} point(s)",
+        s.name,
+        points.len(),
+        distinct.len()
+    );
     assert!(
         failures.is_empty(),
         "{} ({vcs:?}): {} of {} kill point(s) failed:\n{}",
