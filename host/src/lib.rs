@@ -11,10 +11,12 @@
 //! - [`lock`]: the checkout and repository locks;
 //! - [`engine`]: what each command decides;
 //! - [`plugin`]: the WebAssembly runtime and host capabilities;
-//! - [`cli`]: parse, call the engine, print.
+//! - [`cli`]: parse, call the engine, print;
+//! - [`fault`]: crash points at each side effect, armed only in test builds.
 
 pub mod cli;
 pub mod engine;
+pub mod fault;
 pub mod lock;
 pub mod model;
 pub mod oplog;

@@ -10,6 +10,7 @@ mod bad_input;
 mod branching;
 mod cli_frame;
 mod commit_rollback;
+mod crash;
 mod file_plugin;
 mod file_s3;
 mod git_plugin;

@@ -357,6 +357,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             Some(b) => repo.vcs.commit_on_bookmark(&refs, msg, b)?,
             None => repo.vcs.commit_paths(&refs, msg)?,
         };
+        crate::fault::point("vcs.commit");
         report.vcs_commit = Some(commit.to_string());
         op.finish(json!(report))?;
         return Ok(report);
@@ -561,12 +562,14 @@ async fn write_and_commit(
                     &Value::Object(content(&state, descriptor)),
                 );
                 listing::write_listing(&repo.layout.listings_dir(), &name, &text)?;
+                crate::fault::point("listing.write");
                 paths.push(
                     repo.vcs_path(&listing::listing_path(&repo.layout.listings_dir(), &name)),
                 );
             }
         }
         manifest::write_manifest(&repo.layout.objects_dir(), &a.key, &m)?;
+        crate::fault::point("manifest.write");
         paths.push(repo.vcs_path(&repo.layout.manifest_file(&a.key)));
         // Your own commits never make you stale: the working ref now stands
         // on what this commit records.
@@ -592,6 +595,7 @@ async fn write_and_commit(
         Some(bookmark) => repo.vcs.commit_on_bookmark(&refs, message, bookmark)?,
         None => repo.vcs.commit_paths(&refs, message)?,
     };
+    crate::fault::point("vcs.commit");
     report.vcs_commit = Some(commit.to_string());
     Ok(())
 }

@@ -23,7 +23,7 @@ use super::error::{Result, TetherError};
 use super::gc::{self, GcOptions, GcReport, Without};
 use super::new::{self, NewOptions};
 use super::repo::Repo;
-use crate::oplog::NewOp;
+use crate::oplog::{NewOp, OpEntry};
 use crate::plan::{Action, Plan, Precondition, verb};
 use crate::vcs::CommitId;
 
@@ -65,6 +65,9 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     }
     super::gc::refuse_conflicted_bookmarks(repo, "drop")?;
     let Some(head) = repo.vcs.branch_head(&b)? else {
+        if let Some(entry) = interrupted_drop(repo, &b)? {
+            return resume_plan(repo, &entry, opts).await;
+        }
         return Err(
             TetherError::refused(format!("no bookmark {b:?}")).hint(format!(
                 "`{}` lists them",
@@ -198,6 +201,100 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
     Ok(p)
 }
 
+/// The INCOMPLETE drop of bookmark `b` that got as far as deleting it, if any.
+fn interrupted_drop(repo: &Repo, b: &str) -> Result<Option<OpEntry>> {
+    Ok(repo.journal()?.incomplete()?.into_iter().rev().find(|e| {
+        e.command == "drop"
+            && e.plan
+                .as_ref()
+                .and_then(|p| p.get("context"))
+                .and_then(|c| c.get("bookmark"))
+                .and_then(Value::as_str)
+                == Some(b)
+    }))
+}
+
+/// The plan that finishes a drop killed after it deleted the bookmark (spec
+/// 14, "An interrupted command": the same command again finishes it). Only
+/// the store half is left, planned as the interrupted drop would have, as
+/// if the commits it named were gone. It binds what still exists: the
+/// workspace, the working copy, the history, and that nobody works on the
+/// bookmark's name; apply checks that the bookmark is still gone.
+async fn resume_plan(repo: &Repo, entry: &OpEntry, opts: &DropOptions) -> Result<Plan> {
+    let b = opts.bookmark.clone();
+    let was = entry
+        .plan
+        .as_ref()
+        .and_then(|p| p.get("context"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let commits: Vec<CommitId> = was
+        .get("commits")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(CommitId::new)
+                .collect()
+        })
+        .unwrap_or_default();
+    let flag = |name: &str| was.get(name).and_then(Value::as_bool).unwrap_or(false);
+    let force_prune = opts.force_prune || flag("force_prune");
+    let delete_stores = opts.delete_stores || flag("delete_stores");
+    let ws = repo.workspace_for_plan()?;
+    let mut p = Plan::new("drop");
+    p.context.insert("bookmark".into(), json!(b));
+    p.context.insert("to".into(), Value::Null);
+    p.context.insert("force_prune".into(), json!(force_prune));
+    p.context
+        .insert("delete_stores".into(), json!(delete_stores));
+    p.context.insert(
+        "commits".into(),
+        json!(commits.iter().map(|c| c.to_string()).collect::<Vec<_>>()),
+    );
+    p.context.insert("resumes".into(), json!(entry.id));
+    p.require(Precondition::WorkspaceId {
+        expected: ws.workspace_id.clone(),
+    });
+    p.require(Precondition::WorkspaceBookmark {
+        expected: ws.bookmark.clone(),
+    });
+    p.require(Precondition::NoNewHolders {
+        bookmark: b.clone(),
+        expected: Vec::new(),
+    });
+    if let Some(h) = repo.vcs.head()? {
+        p.require(Precondition::VcsHead {
+            rev: "HEAD".into(),
+            expected: h.to_string(),
+        });
+    }
+    p.require(Precondition::HistoryDigest {
+        expected: repo.vcs.history_digest()?,
+    });
+    p.note(format!(
+        "finishes the interrupted drop {}: bookmark {b} is already deleted, the store half is left",
+        entry.id
+    ));
+    let store = gc::plan_with(
+        repo,
+        &gc_options(force_prune, delete_stores),
+        &Without {
+            commits: gc::commit_set(&commits),
+            bookmark: Some(b.clone()),
+            leaving: false,
+        },
+    )
+    .await?;
+    for n in store.notes {
+        p.note(n);
+    }
+    for a in store.actions {
+        p.push(a);
+    }
+    Ok(p)
+}
+
 /// Apply a drop plan (fresh, or loaded with `--from-plan`).
 pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     let ctx = |k: &str| plan.context.get(k).cloned().unwrap_or(Value::Null);
@@ -232,7 +329,20 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
                 Precondition::RefHead { .. } | Precondition::RefAbsent { .. }
             )
         });
-        vcs_half.check_all(&mut Checker { repo })?;
+        match ctx("resumes").as_str() {
+            // Finishing an interrupted drop: its bookmark has no head to bind.
+            Some(resumed) => {
+                if head.is_some() || interrupted_drop(repo, &b)?.is_none_or(|e| e.id != resumed) {
+                    return Err(TetherError::refused(format!(
+                        "this plan finishes the interrupted drop {resumed} of {b}, which is no \
+                         longer what the log and the VCS show"
+                    ))
+                    .hint("plan the drop again"));
+                }
+                vcs_half.check_listed(&mut Checker { repo })?;
+            }
+            None => vcs_half.check_all(&mut Checker { repo })?,
+        }
         journal.start(NewOp::new("drop").plan(plan).pre(
             "bookmark",
             json!({"name": b, "head": head.as_ref().map(|h| h.to_string())}),
@@ -260,6 +370,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
     if let Some(h) = &head {
         let _locks = repo.lock()?;
         repo.vcs.delete_branch(&b, h)?;
+        crate::fault::point("vcs.bookmark");
         op.progress(json!({"deleted_bookmark": b, "at": h.to_string()}))?;
     }
     report.abandoned = commits.iter().map(|c| c.to_string()).collect();

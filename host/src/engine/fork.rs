@@ -178,20 +178,25 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
             None => Expected::Absent,
         };
         let created = matches!(expected, Expected::Absent);
-        client
-            .fork(&source, &name, &expected)
-            .await
-            .map_err(|e| match e {
-                BackendError::RefMoved(detail) => TetherError::refused(format!(
-                    "{key}: branch {name} moved since `tether new` reviewed it ({detail}); \
+        let forked = match client.fork(&source, &name, &expected).await {
+            Err(BackendError::RefMoved(_))
+                if forked_by_interrupted_open(repo, op.id(), &client, key, &name, m).await? =>
+            {
+                Ok(name.clone())
+            }
+            other => other,
+        };
+        forked.map_err(|e| match e {
+            BackendError::RefMoved(detail) => TetherError::refused(format!(
+                "{key}: branch {name} moved since `tether new` reviewed it ({detail}); \
                      run `tether new` again to decide with the head in view"
-                )),
-                BackendError::NotFound(detail) => TetherError::refused(format!(
-                    "{key}: pin missing: cannot fork {name} ({detail}); `tether repair {key}` \
+            )),
+            BackendError::NotFound(detail) => TetherError::refused(format!(
+                "{key}: pin missing: cannot fork {name} ({detail}); `tether repair {key}` \
                      recreates the pin while the store still has the state"
-                )),
-                other => TetherError::backend(key, other),
-            })?;
+            )),
+            other => TetherError::backend(key, other),
+        })?;
         op.progress(json!({
             "forked": key,
             "ref": name,
@@ -205,6 +210,46 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     repo.save_workspace(&locks, &ws)?;
     op.finish(json!({"summary": format!("forked {key}"), "working_refs": {key: &name}}))?;
     Ok(Some(name))
+}
+
+/// Whether an interrupted `open` of `key` (an INCOMPLETE entry other than
+/// `running`) already forked `name`, and nothing was written on it since:
+/// its head is still the state it was forked from. A killed open leaves
+/// exactly that, and running `open` again adopts the branch instead of
+/// refusing it as moved (spec 14, "An interrupted command").
+async fn forked_by_interrupted_open(
+    repo: &Repo,
+    running: &str,
+    client: &ObjectClient,
+    key: &str,
+    name: &str,
+    m: &Manifest,
+) -> Result<bool> {
+    let interrupted = repo.journal()?.incomplete()?.iter().any(|e| {
+        e.id != running
+            && e.command == "open"
+            && e.pre
+                .get("workspace")
+                .and_then(|w| w.get("pending_forks"))
+                .and_then(|p| p.get(key))
+                .and_then(Value::as_str)
+                == Some(name)
+    });
+    let Some((_, state)) = fork_source(m) else {
+        return Ok(false);
+    };
+    if !interrupted {
+        return Ok(false);
+    }
+    let Ok(Some(head)) = branch_head(client, name).await else {
+        return Ok(false);
+    };
+    let plugins = repo.plugins().await?;
+    let Some(plugin) = plugins.get(&m.kind) else {
+        return Ok(false);
+    };
+    let descriptor = plugin.descriptor();
+    Ok(content_key(&head, descriptor) == content_key(&state, descriptor))
 }
 
 /// A state's content (volatile keys removed) as canonical text: equal for

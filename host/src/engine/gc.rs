@@ -1183,7 +1183,10 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     }
     for a in &listings {
         match listing::remove_listing(&repo.layout.listings_dir(), &a.target) {
-            Ok(_) => report.deleted_listings.push(a.target.clone()),
+            Ok(_) => {
+                crate::fault::point("listing.delete");
+                report.deleted_listings.push(a.target.clone())
+            }
             Err(e) => {
                 report.failed.insert(a.target.clone(), e.to_string());
             }

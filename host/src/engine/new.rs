@@ -737,18 +737,22 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             let b = bookmark.as_deref().expect("create names a bookmark");
             let at = commit.clone().expect("create names a commit");
             repo.vcs.create_branch(b, &at)?;
+            crate::fault::point("vcs.bookmark");
             op.progress(json!({"vcs": "created", "bookmark": b, "commit": at.to_string()}))?;
             repo.vcs.switch_branch(b)?;
+            crate::fault::point("vcs.switch");
             op.progress(json!({"vcs": "switched", "bookmark": b}))?;
         }
         Some("switch") => {
             let b = bookmark.as_deref().expect("switch names a bookmark");
             repo.vcs.switch_branch(b)?;
+            crate::fault::point("vcs.switch");
             op.progress(json!({"vcs": "switched", "bookmark": b}))?;
         }
         Some("park") => {
             let at = commit.clone().expect("park names a commit");
             let parked = repo.vcs.park(&at)?;
+            crate::fault::point("vcs.switch");
             op.progress(json!({"vcs": "parked", "branch": parked}))?;
             report.parked = Some(parked);
         }

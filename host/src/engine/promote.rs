@@ -570,6 +570,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<PromoteReport> {
             Some(from) => repo.vcs.move_branch(&trunk, &commit, from),
             None => repo.vcs.create_branch(&trunk, &commit),
         };
+        let moved = crate::fault::on_ok("vcs.bookmark", moved);
         match moved {
             Ok(()) => {
                 op.progress(json!({"trunk": trunk, "from": from.as_ref().map(|c| c.to_string()), "to": commit.to_string()}))?;

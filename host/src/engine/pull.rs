@@ -88,6 +88,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
     }
     // One shot, no plan: the locks cover reading as well as writing.
     let locks = repo.lock()?;
+    put_back_interrupted_pulls(repo)?;
     let manifests = repo.manifests()?;
     let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
     let scoped = !opts.keys.is_empty();
@@ -279,6 +280,52 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
             Err(e)
         }
     }
+}
+
+/// A pull killed after writing manifests and before its VCS commit leaves
+/// them as working-tree edits, which the check below would refuse; running
+/// `pull` again must finish it (spec 14, "An interrupted command"). So each
+/// manifest whose state is the one an INCOMPLETE pull planned for its key
+/// goes back to its committed version first, and this pull decides again
+/// from the last commit (its pins are found again, not made twice). Anyone
+/// else's edit is left alone, and refused below.
+fn put_back_interrupted_pulls(repo: &Repo) -> Result<()> {
+    let interrupted: Vec<_> = repo
+        .journal()?
+        .incomplete()?
+        .into_iter()
+        .filter(|e| e.command == "pull")
+        .collect();
+    if interrupted.is_empty() {
+        return Ok(());
+    }
+    let Some(head) = repo.vcs.head()? else {
+        return Ok(());
+    };
+    let committed = repo.manifests_at(&head)?;
+    for (k, m) in repo.manifests()? {
+        let (Some(c), Some(state)) = (committed.get(&k), m.state.as_ref()) else {
+            continue;
+        };
+        let planned = |e: &crate::oplog::OpEntry| {
+            e.plan
+                .as_ref()
+                .and_then(|p| p.get("actions"))
+                .and_then(Value::as_array)
+                .is_some_and(|actions| {
+                    actions.iter().any(|a| {
+                        a.get("key").and_then(Value::as_str) == Some(k.as_str())
+                            && a.get("params").and_then(|p| p.get("state"))
+                                == Some(&Value::Object(state.clone()))
+                    })
+                })
+        };
+        if c != &m && interrupted.iter().any(planned) {
+            crate::model::manifest::write_manifest(&repo.layout.objects_dir(), &k, c)?;
+            crate::fault::point("manifest.write");
+        }
+    }
+    Ok(())
 }
 
 /// A `file = "immutable"` object: drift is an error, never a new state.

@@ -515,7 +515,7 @@ fn effect(detail: &Value) -> String {
 
 /// Apply a repair plan (fresh, or loaded with `--from-plan`).
 pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
-    let _locks = repo.lock()?;
+    let locks = repo.lock()?;
     plan.check_all(&mut Checker { repo })?;
     let mut report = RepairReport {
         notes: plan.notes.clone(),
@@ -626,6 +626,12 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RepairReport> {
                 report.failed.insert(k, e.to_string());
             }
         }
+    }
+    if !report.reforked.is_empty() {
+        // The snapshot cache may still hold the lost branch's error.
+        let mut ws = repo.workspace()?;
+        super::snapshot::invalidate(&mut ws, report.reforked.keys());
+        repo.save_workspace(&locks, &ws)?;
     }
 
     let mut result = serde_json::to_value(&report).unwrap_or(Value::Null);

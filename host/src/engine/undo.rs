@@ -212,6 +212,15 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
         return finish(op, report);
     };
     let head = repo.vcs.head()?;
+    if head.as_ref() != Some(&commit) && interrupted_undo_reset(repo, target, &commit, &head)? {
+        // An undo of this commit was killed after its reset: finish it.
+        let op = start(repo, target, report)?;
+        report.restored.push(format!(
+            "uncommitted {}: the manifests are working-tree changes again (the pins stay)",
+            commit.short12()
+        ));
+        return finish(op, report);
+    }
     if head.as_ref() != Some(&commit) {
         let now = head
             .map(|h| h.short12().to_string())
@@ -236,12 +245,34 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
     })?;
     let mut op = start(repo, target, report)?;
     repo.vcs.reset_soft(&parent)?;
+    crate::fault::point("vcs.reset");
     op.progress(json!({"vcs": "reset", "from": commit.as_str(), "to": parent.as_str()}))?;
     report.restored.push(format!(
         "uncommitted {}: the manifests are working-tree changes again (the pins stay)",
         commit.short12()
     ));
     finish(op, report)
+}
+
+/// Whether an interrupted undo of `target` already took `commit` back: an
+/// INCOMPLETE undo of it is in the log and the working copy stands on the
+/// commit's parent.
+fn interrupted_undo_reset(
+    repo: &Repo,
+    target: &OpEntry,
+    commit: &CommitId,
+    head: &Option<CommitId>,
+) -> Result<bool> {
+    let interrupted = repo
+        .journal()?
+        .incomplete()?
+        .iter()
+        .any(|e| e.undoes.as_deref() == Some(target.id.as_str()));
+    if !interrupted {
+        return Ok(false);
+    }
+    let parent = repo.vcs.resolve(&format!("{commit}^")).ok();
+    Ok(parent.is_some() && head == &parent)
 }
 
 // ------------------------------------------------ new, restore, lazy fork
@@ -626,6 +657,7 @@ async fn undo_forks(
                     .checkout_detached(c)
                     .map(|()| format!("working copy: back at {} (detached)", c.short12())),
             };
+            let done = crate::fault::on_ok("vcs.switch", done);
             match done {
                 Ok(line) => {
                     op.progress(json!({"vcs": "returned", "to": line}))?;
@@ -658,7 +690,7 @@ async fn undo_forks(
                 .skipped
                 .push(format!("bookmark {b}: this checkout is on it; kept"));
         } else {
-            match repo.vcs.delete_branch(&b, &at) {
+            match crate::fault::on_ok("vcs.bookmark", repo.vcs.delete_branch(&b, &at)) {
                 Ok(()) => {
                     op.progress(json!({"vcs": "deleted", "bookmark": b}))?;
                     report.restored.push(format!("bookmark {b} deleted"));
@@ -917,10 +949,12 @@ fn undo_manifests(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Res
         match &m {
             Some(m) => {
                 manifest::write_manifest(&repo.layout.objects_dir(), &key, m)?;
+                crate::fault::point("manifest.write");
                 report.restored.push(format!("{key}: manifest restored"));
             }
             None => {
                 manifest::remove_manifest(&repo.layout.objects_dir(), &key)?;
+                crate::fault::point("manifest.write");
                 report.restored.push(format!("{key}: manifest removed"));
             }
         }
@@ -1052,6 +1086,7 @@ fn undo_set(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> Result<()
     let mut op = start(repo, target, report)?;
     for (key, m, lines) in writes {
         manifest::write_manifest(&repo.layout.objects_dir(), &key, &m)?;
+        crate::fault::point("manifest.write");
         op.progress(json!({"manifest": key, "policy": {"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()}}))?;
         report.restored.extend(lines);
     }
@@ -1190,6 +1225,7 @@ fn undo_gc(repo: &Repo, locks: &Locks, target: &OpEntry, report: &mut UndoReport
             continue;
         }
         crate::model::listing::write_listing(&dir, &name, &text)?;
+        crate::fault::point("listing.write");
         op.progress(json!({"listing": name}))?;
         report.restored.push(format!("listing {name} written back"));
     }

@@ -142,7 +142,9 @@ impl WorkspaceState {
 
     /// Write `path` atomically.
     pub fn write(&self, path: &Path) -> Result<()> {
-        fsutil::write_atomic(path, self.to_toml_string()?.as_bytes())
+        fsutil::write_atomic(path, self.to_toml_string()?.as_bytes())?;
+        crate::fault::point("workspace.write");
+        Ok(())
     }
 
     /// The JSON form (what the file holds).

@@ -150,6 +150,9 @@ fn add(path: &Path, file: &str, new: Vec<Value>) -> Result<usize, OplogError> {
         .filter(|r| identity_of(file, r).is_some_and(|id| known.insert(id)))
         .collect();
     jsonl::append_all(path, &fresh).map_err(|e| OplogError::io(path, e))?;
+    if !fresh.is_empty() {
+        crate::fault::point("index.add");
+    }
     Ok(fresh.len())
 }
 
@@ -175,6 +178,7 @@ fn remove(path: &Path, file: &str, gone: Vec<Value>) -> Result<usize, OplogError
         return Ok(0);
     }
     jsonl::append_all(path, &marks).map_err(|e| OplogError::io(path, e))?;
+    crate::fault::point("index.remove");
     Ok(marks.len())
 }
 

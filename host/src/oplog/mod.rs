@@ -352,6 +352,7 @@ impl Journal {
             "undoes": op.undoes,
         });
         self.append(&record)?;
+        crate::fault::point("journal.started");
         Ok(OpHandle {
             path: self.path.clone(),
             id,
@@ -453,14 +454,25 @@ impl Journal {
                 entry
             }
             None => {
+                let undone = |id: &str| entries.iter().any(|e| e.id == id && e.undone_by.is_some());
                 let newest = entries
                     .iter()
                     .rev()
                     .find(|e| {
                         let finished_undo = e.undoes.is_some() && !e.is_incomplete();
-                        !finished_undo && e.undone_by.is_none()
+                        // An interrupted undo whose target a later undo reversed is over.
+                        let superseded = e.undoes.as_deref().is_some_and(undone);
+                        !finished_undo && !superseded && e.undone_by.is_none()
                     })
                     .ok_or(OplogError::NothingToUndo)?;
+                // An interrupted undo is finished by undoing its target again:
+                // each step of an undo skips what is already put back.
+                let newest = match &newest.undoes {
+                    Some(target) if newest.is_incomplete() => {
+                        entries.iter().find(|e| &e.id == target).unwrap_or(newest)
+                    }
+                    _ => newest,
+                };
                 // A step stands for its parent: half of a drop cannot come back.
                 match &newest.parent {
                     Some(parent) => entries
@@ -505,7 +517,9 @@ impl OpHandle {
     /// before returning, so a re-run or `repair` knows it happened.
     pub fn progress(&mut self, detail: Value) -> Result<(), OplogError> {
         let record = json!({"record": "progress", "op": self.id, "at": now(), "detail": detail});
-        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))
+        jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        crate::fault::point("journal.progress");
+        Ok(())
     }
 
     /// Mark the operation complete with its result. Returns its id.
@@ -522,6 +536,7 @@ impl OpHandle {
             record["pre"] = pre;
         }
         jsonl::append(&self.path, &record).map_err(|e| OplogError::io(&self.path, e))?;
+        crate::fault::point("journal.done");
         Ok(self.id)
     }
 

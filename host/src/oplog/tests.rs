@@ -284,6 +284,34 @@ fn an_unfinished_undo_does_not_mark_its_target() {
 }
 
 #[test]
+fn an_interrupted_undo_is_finished_by_undoing_its_target_again() {
+    let (_dir, j) = journal();
+    let commit = j
+        .begin("commit", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    let new = j
+        .begin("new", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    // Killed: the undo's started record, no completion mark.
+    drop(j.start(NewOp::new("undo").undoes(&new)).unwrap());
+    assert_eq!(
+        j.undo_target(None).unwrap().id,
+        new,
+        "undo again finishes it"
+    );
+    // Once a later undo reversed the target, the interrupted one is over.
+    j.start(NewOp::new("undo").undoes(&new))
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    assert_eq!(j.undo_target(None).unwrap().id, commit);
+}
+
+#[test]
 fn undo_picks_the_newest_undoable_and_refuses_the_rest() {
     let (_dir, j) = journal();
     assert!(matches!(

@@ -369,6 +369,13 @@ impl Plan {
                 missing,
             });
         }
+        self.check_listed(checker)
+    }
+
+    /// [`Plan::check_all`] without requiring any kind: only the preconditions
+    /// the plan lists. For a plan that finishes an interrupted operation,
+    /// where one the command requires (a bookmark's head) no longer exists.
+    pub fn check_listed(&self, checker: &mut dyn PreconditionChecker) -> Result<(), PlanError> {
         let failed: Vec<Failed> = self
             .preconditions
             .iter()

@@ -400,16 +400,17 @@ impl ObjectClient {
     }
 
     pub async fn pin(&self, state: &Value, pin_id: &str) -> Result<PinRef, BackendError> {
-        reply!(
+        let pin = reply!(
             self.call(Call::Pin(json_in(state), pin_id.to_string()))
                 .await?,
             Pin
-        )
-        .map(Into::into)
+        );
+        crate::fault::on_ok("store.pin", pin.map(Into::into))
     }
 
     pub async fn unpin(&self, pin: &PinRef) -> Result<(), BackendError> {
-        self.call(Call::Unpin(pin.into())).await.map(|_| ())
+        let done = self.call(Call::Unpin(pin.into())).await;
+        crate::fault::on_ok("store.unpin", done.map(|_| ()))
     }
 
     pub async fn list_pins(&self) -> Result<Vec<String>, BackendError> {
@@ -470,17 +471,19 @@ impl ObjectClient {
         name: &str,
         expected: &Expected,
     ) -> Result<String, BackendError> {
-        reply!(
+        let forked = reply!(
             self.call(Call::Fork(source.into(), name.to_string(), expected.into()))
                 .await?,
             Text
-        )
+        );
+        crate::fault::on_ok("store.fork", forked)
     }
 
     pub async fn delete_working_ref(&self, working_ref: &str) -> Result<(), BackendError> {
-        self.call(Call::DeleteWorkingRef(working_ref.to_string()))
-            .await
-            .map(|_| ())
+        let done = self
+            .call(Call::DeleteWorkingRef(working_ref.to_string()))
+            .await;
+        crate::fault::on_ok("store.delete-ref", done.map(|_| ()))
     }
 
     pub async fn working_ref_blockers(
@@ -529,8 +532,10 @@ impl ObjectClient {
         source: &Target,
         expected: &Expected,
     ) -> Result<Value, BackendError> {
-        self.json(Call::Promote(source.into(), expected.into()), "state")
-            .await
+        let moved = self
+            .json(Call::Promote(source.into(), expected.into()), "state")
+            .await;
+        crate::fault::on_ok("store.move", moved)
     }
 
     pub async fn merge(
@@ -539,11 +544,13 @@ impl ObjectClient {
         message: &str,
         expected: &Expected,
     ) -> Result<Value, BackendError> {
-        self.json(
-            Call::Merge(source.into(), message.to_string(), expected.into()),
-            "state",
-        )
-        .await
+        let merged = self
+            .json(
+                Call::Merge(source.into(), message.to_string(), expected.into()),
+                "state",
+            )
+            .await;
+        crate::fault::on_ok("store.move", merged)
     }
 
     pub async fn ancestor_of(
@@ -615,9 +622,8 @@ impl ObjectClient {
     }
 
     pub async fn delete_store(&self, owner: &str) -> Result<(), BackendError> {
-        self.call(Call::DeleteStore(owner.to_string()))
-            .await
-            .map(|_| ())
+        let done = self.call(Call::DeleteStore(owner.to_string())).await;
+        crate::fault::on_ok("store.delete-store", done.map(|_| ()))
     }
 
     pub async fn check_quiescence(&self, working_ref: Option<&str>) -> Result<(), BackendError> {
