@@ -16,12 +16,16 @@ use crate::oplog::Journal;
 use crate::plugin::{Descriptor, ObjectClient, Plugin, PluginSource, Runtime, builtin, registry};
 use crate::vcs::{self, Prefer, Vcs};
 
-/// The per-checkout files a clone must never bring along: a tracked copy
-/// could choose where writes go or which pins `gc` releases.
-pub const PER_CHECKOUT_FILES: [&str; 3] = [
+/// The per-checkout paths a clone must never bring along: a tracked copy
+/// could choose where writes go, which pins `gc` releases, which programs
+/// run and which plugins are trusted (`secrets.toml`), or what a cache
+/// answers.
+pub const PER_CHECKOUT_FILES: [&str; 5] = [
     ".tether/workspace.toml",
     ".tether/ops.jsonl",
     ".tether/secrets.toml",
+    ".tether/lock",
+    ".tether/cache",
 ];
 
 /// The built-in serving each kind, by kind.
@@ -77,11 +81,15 @@ impl Repo {
     /// Open the dataset that `start` is in (walking up to `tether.toml`).
     pub fn find(start: &Path) -> Result<Repo> {
         let layout = Layout::find(start)?;
+        // Before anything under `.tether/` is opened: no link, special file or
+        // nested repository anywhere in it, so no path below can lead outside.
+        layout.check_dot_dir()?;
         let config = Config::read(&layout.config_file())?;
         let mut vcs = vcs::detect(layout.root(), prefer(&config))?;
         Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
         // secrets.toml is read only now that a VCS found through the environment said
-        // it is untracked; its `[vcs] jj_path` then takes over from TETHER_JJ / PATH.
+        // it is untracked, and the check above that it is a regular file in a real
+        // `.tether/`; its `[vcs] jj_path` then takes over from TETHER_JJ / PATH.
         let secrets = Secrets::read(&layout.secrets_file())?;
         if vcs.kind() == vcs::VcsKind::Jj
             && let Some(jj) = &secrets.jj_path
@@ -103,7 +111,9 @@ impl Repo {
     }
 
     /// The security model: a clone that ships a per-checkout file is refused
-    /// before anything in it is read.
+    /// before anything in it is read. The paths are asked about as the VCS
+    /// names them, from the dataset's real location (a checkout reached
+    /// through a linked directory is still the same files to the VCS).
     fn refuse_tracked_per_checkout_files(layout: &Layout, vcs: &dyn Vcs) -> Result<()> {
         let prefix = relative_prefix(layout.root(), vcs.root());
         let paths: Vec<String> = PER_CHECKOUT_FILES
@@ -116,16 +126,35 @@ impl Repo {
             return Ok(());
         }
         let untrack = match vcs.kind() {
-            vcs::VcsKind::Git => format!("`git rm --cached {}` and commit", tracked.join(" ")),
-            vcs::VcsKind::Jj => format!(
-                "`jj file untrack {}` (they are ignored by .tether/.gitignore)",
-                tracked.join(" ")
-            ),
+            vcs::VcsKind::Git => format!("`git rm -r --cached {}` and commit", tracked.join(" ")),
+            vcs::VcsKind::Jj => {
+                // `jj file untrack` refuses a file the ignore rules do not
+                // cover, and a clone's .gitignore may cover nothing.
+                let missing = crate::model::fsutil::read_optional(&layout.gitignore_file())
+                    .ok()
+                    .flatten()
+                    .map_or_else(
+                        || Some(crate::model::layout::gitignore_text()),
+                        |text| crate::model::layout::updated_gitignore(&text),
+                    );
+                match missing {
+                    None => format!(
+                        "`jj file untrack {}` (they are ignored by .tether/.gitignore)",
+                        tracked.join(" ")
+                    ),
+                    Some(_) => format!(
+                        "`jj file untrack {}` once .tether/.gitignore ignores them (it lacks \
+                         some of the lines {}; add them first, as jj untracks only ignored files)",
+                        tracked.join(" "),
+                        crate::model::layout::GITIGNORE_ENTRIES.join(" "),
+                    ),
+                }
+            }
         };
         Err(TetherError::Refused(format!(
             "{} {} tracked by the VCS; these files are per checkout and a clone must not bring them \
-             (they choose where writes go and which pins gc releases): untrack them with {untrack}, \
-             then run tether again",
+             (they choose where writes go, which pins gc releases, and which programs and plugins \
+             run): untrack them with {untrack}, then run tether again",
             tracked.join(", "),
             if tracked.len() == 1 { "is" } else { "are" },
         )))
@@ -599,6 +628,16 @@ impl Repo {
 
 /// The dataset root relative to the VCS root, as a path prefix (`""` or `sub/`).
 fn relative_prefix(root: &Path, vcs_root: &Path) -> String {
+    // Both resolved: a dataset reached through a linked directory is asked
+    // about at the path the VCS tracks it under.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (root_real, vcs_real) = (canonical(root), canonical(vcs_root));
+    if let Ok(rel) = root_real.strip_prefix(&vcs_real) {
+        return match rel.as_os_str().is_empty() {
+            true => String::new(),
+            false => format!("{}/", rel.to_string_lossy()),
+        };
+    }
     match root.strip_prefix(vcs_root) {
         Ok(rel) if !rel.as_os_str().is_empty() => format!("{}/", rel.to_string_lossy()),
         _ => String::new(),

@@ -492,6 +492,7 @@ impl JjVcs {
         if norm.is_empty() {
             return Err(VcsError::NothingToCommit { paths: Vec::new() });
         }
+        gitimpl::refuse_per_checkout(&norm)?;
         let message = gitimpl::cleanup_message(message);
         if message.is_empty() {
             return Err(VcsError::EmptyMessage);

@@ -770,6 +770,11 @@ pub enum VcsError {
     #[error("`{path}` is a directory, not a file tether can commit")]
     NotAFile { path: String },
 
+    #[error(
+        "`{path}` is one of tether's per-checkout files (secrets, workspace state, op log, lock, caches): tether never commits it, whatever the ignore files say. Nothing was committed"
+    )]
+    PerCheckoutPath { path: String },
+
     #[error("nothing to commit: {} {} already committed as they are", paths.join(", "), if paths.len() == 1 { "is" } else { "are" })]
     NothingToCommit { paths: Vec<String> },
 
