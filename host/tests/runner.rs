@@ -2,6 +2,7 @@
 //! binary (as jj does) so wasmtime and the host are linked once, not per suite.
 //! Run one suite with `cargo test -p tether --test runner -- SUITE::`.
 
+#[macro_use]
 mod support;
 
 mod abi;
@@ -12,6 +13,7 @@ mod file_plugin;
 mod file_s3;
 mod git_plugin;
 mod history_memo;
+mod hostile_clone;
 mod icechunk_interop;
 mod icechunk_s3;
 mod inspect;

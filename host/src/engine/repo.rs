@@ -86,6 +86,14 @@ impl Repo {
         layout.check_dot_dir()?;
         let config = Config::read(&layout.config_file())?;
         let mut vcs = vcs::detect(layout.root(), prefer(&config))?;
+        // The repository's own ignore file keeps the per-checkout files out of
+        // every snapshot (jj's included) whatever the clone's .gitignore says.
+        if let Some(exclude) = vcs.info_exclude() {
+            let prefix = relative_prefix(layout.root(), vcs.root());
+            if let Err(e) = crate::model::layout::ensure_excluded(&exclude, &prefix) {
+                tracing::warn!("could not keep tether's per-checkout files ignored: {e}");
+            }
+        }
         Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
         // secrets.toml is read only now that a VCS found through the environment said
         // it is untracked, and the check above that it is a regular file in a real
@@ -127,29 +135,9 @@ impl Repo {
         }
         let untrack = match vcs.kind() {
             vcs::VcsKind::Git => format!("`git rm -r --cached {}` and commit", tracked.join(" ")),
-            vcs::VcsKind::Jj => {
-                // `jj file untrack` refuses a file the ignore rules do not
-                // cover, and a clone's .gitignore may cover nothing.
-                let missing = crate::model::fsutil::read_optional(&layout.gitignore_file())
-                    .ok()
-                    .flatten()
-                    .map_or_else(
-                        || Some(crate::model::layout::gitignore_text()),
-                        |text| crate::model::layout::updated_gitignore(&text),
-                    );
-                match missing {
-                    None => format!(
-                        "`jj file untrack {}` (they are ignored by .tether/.gitignore)",
-                        tracked.join(" ")
-                    ),
-                    Some(_) => format!(
-                        "`jj file untrack {}` once .tether/.gitignore ignores them (it lacks \
-                         some of the lines {}; add them first, as jj untracks only ignored files)",
-                        tracked.join(" "),
-                        crate::model::layout::GITIGNORE_ENTRIES.join(" "),
-                    ),
-                }
-            }
+            // `jj file untrack` needs them ignored: the repository's
+            // info/exclude (see `find`) does that, whatever .gitignore says.
+            vcs::VcsKind::Jj => format!("`jj file untrack {}`", tracked.join(" ")),
         };
         Err(TetherError::Refused(format!(
             "{} {} tracked by the VCS; these files are per checkout and a clone must not bring them \
@@ -458,7 +446,8 @@ impl Repo {
                 &self.backend_config(plugin.kind()),
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_checkout(self.vcs.root());
         self.with_s3_settings(client, None, plugin.kind(), locator)
     }
 
@@ -554,7 +543,8 @@ impl Repo {
         crate::model::secrets::merge_options(&mut secret, &self.secrets.object_entry(key, None));
         let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_checkout(self.vcs.root());
         self.with_s3_settings(client, Some(key), plugin.kind(), locator)
     }
 

@@ -77,6 +77,52 @@ pub fn is_per_checkout_path(path: &str) -> bool {
     })
 }
 
+/// The lines that keep the per-checkout paths of the dataset at `prefix`
+/// (its path from the VCS root, empty or ending in `/`) ignored, for the
+/// repository's `info/exclude`: anchored, with glob characters escaped.
+pub fn exclude_lines(prefix: &str) -> Vec<String> {
+    let mut escaped = String::new();
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    let dot = format!("/{escaped}{DOT_DIR}");
+    let mut out: Vec<String> = PER_CHECKOUT_FILES
+        .iter()
+        .map(|f| format!("{dot}/{f}"))
+        .collect();
+    out.extend(PER_CHECKOUT_DIRS.iter().map(|d| format!("{dot}/{d}/")));
+    out.push(format!("{dot}/**/{}*", fsutil::TEMP_PREFIX));
+    out
+}
+
+/// Add the [`exclude_lines`] of the dataset at `prefix` that `exclude` (a
+/// repository's `info/exclude`) lacks. Returns whether it wrote.
+pub fn ensure_excluded(exclude: &Path, prefix: &str) -> Result<bool> {
+    let existing = fsutil::read_optional(exclude)?.unwrap_or_default();
+    let have: Vec<&str> = existing.lines().map(str::trim_end).collect();
+    let missing: Vec<String> = exclude_lines(prefix)
+        .into_iter()
+        .filter(|l| !have.contains(&l.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    let mut out = existing.clone();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str("# Added by tether: per-checkout files, never committed.\n");
+    for l in missing {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    fsutil::write_atomic(exclude, out.as_bytes())?;
+    Ok(true)
+}
+
 /// The `.tether/.gitignore` that `init` writes.
 pub fn gitignore_text() -> String {
     let mut s = String::from(
@@ -383,6 +429,32 @@ mod tests {
         ] {
             assert!(!is_per_checkout_path(p), "{p}");
         }
+    }
+
+    #[test]
+    fn exclude_lines_are_anchored_escaped_and_added_once() {
+        assert_eq!(
+            exclude_lines(""),
+            [
+                "/.tether/workspace.toml",
+                "/.tether/ops.jsonl",
+                "/.tether/secrets.toml",
+                "/.tether/lock",
+                "/.tether/cache/",
+                "/.tether/**/.tether-tmp-*",
+            ]
+        );
+        assert_eq!(exclude_lines("a b/[x]/")[3], r"/a\ b/\[x\]/.tether/lock");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("info/exclude");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, "mine\n/.tether/lock\n").unwrap();
+        assert!(ensure_excluded(&f, "").unwrap());
+        assert!(!ensure_excluded(&f, "").unwrap());
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(text.starts_with("mine\n/.tether/lock\n"), "{text}");
+        assert_eq!(text.matches("/.tether/lock").count(), 1, "{text}");
+        assert!(text.contains("/.tether/secrets.toml\n"), "{text}");
     }
 
     #[cfg(unix)]

@@ -555,6 +555,10 @@ impl Vcs for GitVcs {
         &self.common_dir
     }
 
+    fn info_exclude(&self) -> Option<PathBuf> {
+        Some(self.common_dir.join("info").join("exclude"))
+    }
+
     fn head_state(&self) -> Result<HeadState> {
         let repo = self.lock();
         let head = repo

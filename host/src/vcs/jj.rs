@@ -577,6 +577,10 @@ impl Vcs for JjVcs {
         &self.repo_dir
     }
 
+    fn info_exclude(&self) -> Option<PathBuf> {
+        Some(self.git_dir.join("info").join("exclude"))
+    }
+
     fn head_state(&self) -> Result<HeadState> {
         let view = self.view()?;
         let head = view.head()?;

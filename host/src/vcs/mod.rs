@@ -268,6 +268,14 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// created and touched indexes live there.
     fn shared_dir(&self) -> &Path;
 
+    /// The repository's own ignore file that no clone brings (git's
+    /// `info/exclude`; for jj, its backing git store's, which jj reads too):
+    /// where tether keeps its per-checkout files ignored whatever the
+    /// committed `.gitignore` says.
+    fn info_exclude(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// Where `HEAD` is: branch, parking branch, detached, or unborn.
     fn head_state(&self) -> Result<HeadState>;
 
