@@ -134,7 +134,15 @@ impl Repo {
             return Ok(());
         }
         let untrack = match vcs.kind() {
-            vcs::VcsKind::Git => format!("`git rm -r --cached {}` and commit", tracked.join(" ")),
+            vcs::VcsKind::Git => {
+                // `-r` only where a directory (the cache) is tracked.
+                let r = if tracked.iter().any(|p| p.ends_with("cache")) {
+                    "-r "
+                } else {
+                    ""
+                };
+                format!("`git rm {r}--cached {}` and commit", tracked.join(" "))
+            }
             // `jj file untrack` needs them ignored: the repository's
             // info/exclude (see `find`) does that, whatever .gitignore says.
             vcs::VcsKind::Jj => format!("`jj file untrack {}`", tracked.join(" ")),
