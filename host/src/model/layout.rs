@@ -522,7 +522,7 @@ mod tests {
         std::fs::remove_dir(l.dot_dir().join(".git")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &l.lock_file(),
+            l.lock_file(),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
             0,
