@@ -313,7 +313,7 @@ fn digest_tree(h: &mut Sha256, base: &Path, dir: &Path, skip: &[&str]) {
     }
 }
 
-/// Replace `.tether` in the source with `target` (a link).
+/// Replace the source's `at` (a file, directory or link) with a link to `target`.
 fn link(a: &Attack, at: &str, target: &Path) {
     let path = a.src(at);
     if path.is_dir() && !path.is_symlink() {

@@ -16,18 +16,6 @@ use crate::oplog::Journal;
 use crate::plugin::{Descriptor, ObjectClient, Plugin, PluginSource, Runtime, builtin, registry};
 use crate::vcs::{self, Prefer, Vcs};
 
-/// The per-checkout paths a clone must never bring along: a tracked copy
-/// could choose where writes go, which pins `gc` releases, which programs
-/// run and which plugins are trusted (`secrets.toml`), or what a cache
-/// answers.
-pub const PER_CHECKOUT_FILES: [&str; 5] = [
-    ".tether/workspace.toml",
-    ".tether/ops.jsonl",
-    ".tether/secrets.toml",
-    ".tether/lock",
-    ".tether/cache",
-];
-
 /// The built-in serving each kind, by kind.
 type BuiltinsByKind = BTreeMap<String, &'static builtin::BuiltinPlugin>;
 
@@ -124,7 +112,10 @@ impl Repo {
     /// through a linked directory is still the same files to the VCS).
     fn refuse_tracked_per_checkout_files(layout: &Layout, vcs: &dyn Vcs) -> Result<()> {
         let prefix = relative_prefix(layout.root(), vcs.root());
-        let paths: Vec<String> = PER_CHECKOUT_FILES
+        // A tracked copy could choose where writes go, which pins gc releases,
+        // which programs run and which plugins are trusted, or what a cache
+        // answers.
+        let paths: Vec<String> = Layout::untracked_paths()
             .iter()
             .map(|p| format!("{prefix}{p}"))
             .collect();
