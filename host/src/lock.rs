@@ -190,8 +190,9 @@ pub fn lock_both(tether_dir: &Path, shared_dir: &Path) -> Result<Locks, LockErro
 }
 
 /// Take the lock at `path`, polling with backoff (10 ms doubling to 250 ms) for
-/// up to `timeout`. The file is created if missing and never truncated before
-/// the lock is held; once held, this process's pid is written into it so a
+/// up to `timeout`. The file is created if missing (never through a symbolic
+/// link, and only a regular file is used) and never truncated before the lock
+/// is held; once held, this process's pid is written into it so a
 /// waiter's message can name the holder.
 pub fn acquire(path: &Path, kind: LockKind, timeout: Duration) -> Result<LockGuard, LockError> {
     let io = |source: std::io::Error| LockError::Io {
@@ -199,13 +200,23 @@ pub fn acquire(path: &Path, kind: LockKind, timeout: Duration) -> Result<LockGua
         path: path.to_path_buf(),
         source,
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(io)?;
+    // Never through a link: `.tether/` came with the clone, and a committed
+    // `lock` pointing at any file would otherwise be truncated below.
+    let file = crate::model::fsutil::nofollow(
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )
+    .open(path)
+    .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
     let start = Instant::now();
     let mut pause = Duration::from_millis(10);
     loop {
@@ -283,6 +294,25 @@ mod tests {
             LockKind::Repository.default_timeout(),
             Duration::from_secs(60)
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_lock_file_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(CHECKOUT_LOCK)).unwrap();
+        let err = lock_checkout(dir.path()).unwrap_err();
+        assert!(matches!(err, LockError::Io { .. }), "{err}");
+        assert!(err.to_string().contains("checkout lock"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A dangling link is not created through either.
+        std::fs::remove_file(dir.path().join(CHECKOUT_LOCK)).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("made"), dir.path().join(CHECKOUT_LOCK))
+            .unwrap();
+        assert!(lock_checkout(dir.path()).is_err());
+        assert!(!dir.path().join("made").exists());
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod file_plugin;
 mod file_s3;
 mod git_plugin;
 mod history_memo;
+mod hostile_clone;
 mod icechunk_interop;
 mod icechunk_s3;
 mod inspect;

@@ -49,11 +49,6 @@ pub enum TetherError {
     /// [`TetherError::hint`].
     #[error("{reason}{}", hint_suffix(.hints))]
     Refusal { reason: String, hints: Vec<String> },
-    /// A refusal whose hints are still folded into its text: the form code
-    /// written before [`TetherError::Refusal`] uses (the per-checkout files
-    /// check). New code uses [`TetherError::refused`].
-    #[error("{0}")]
-    Refused(String),
     /// An immutable object whose content changed (`ImmutableObjectModified`).
     #[error(
         "[{key}] immutable object '{key}' changed since it was committed; re-register with acceptance to record the new state"

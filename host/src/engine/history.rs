@@ -359,7 +359,8 @@ impl Memo {
     /// with its sets as manifests (taken out of it), each distinct manifest
     /// parsed once and shared.
     fn read(path: &Path, prefix: &str) -> Option<(Memo, HashMap<String, ManifestSet>)> {
-        let bytes = std::fs::read(path).ok()?;
+        // Never through a link: `.tether/cache/` is clone-controlled ground.
+        let bytes = crate::model::fsutil::read_nofollow(path).ok()?;
         let ignore = |e: &dyn std::fmt::Display| {
             tracing::debug!("ignoring history memo {}: {e}", path.display());
         };

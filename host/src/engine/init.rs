@@ -32,6 +32,7 @@ pub fn init(path: &Path, dataset_id: Option<&str>) -> Result<InitReport> {
         );
     }
     let layout = Layout::new(&root);
+    layout.check_dot_dir()?;
     if layout.config_file().exists() {
         return Err(TetherError::refused(format!(
             "{} is already a dataset ({} exists)",

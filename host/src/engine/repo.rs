@@ -17,14 +17,6 @@ use crate::oplog::Journal;
 use crate::plugin::{Descriptor, ObjectClient, Plugin, PluginSource, Runtime, builtin, registry};
 use crate::vcs::{self, Prefer, Vcs};
 
-/// The per-checkout files a clone must never bring along: a tracked copy
-/// could choose where writes go or which pins `gc` releases.
-pub const PER_CHECKOUT_FILES: [&str; 3] = [
-    ".tether/workspace.toml",
-    ".tether/ops.jsonl",
-    ".tether/secrets.toml",
-];
-
 /// The built-in serving each kind, by kind.
 type BuiltinsByKind = BTreeMap<String, &'static builtin::BuiltinPlugin>;
 
@@ -78,11 +70,23 @@ impl Repo {
     /// Open the dataset that `start` is in (walking up to `tether.toml`).
     pub fn find(start: &Path) -> Result<Repo> {
         let layout = Layout::find(start)?;
+        // Before anything under `.tether/` is opened: no link, special file or
+        // nested repository anywhere in it, so no path below can lead outside.
+        layout.check_dot_dir()?;
         let config = Config::read(&layout.config_file())?;
         let mut vcs = vcs::detect(layout.root(), prefer(&config))?;
+        // The repository's own ignore file keeps the per-checkout files out of
+        // every snapshot (jj's included) whatever the clone's .gitignore says.
+        if let Some(exclude) = vcs.info_exclude() {
+            let prefix = relative_prefix(layout.root(), vcs.root());
+            if let Err(e) = crate::model::layout::ensure_excluded(&exclude, &prefix) {
+                tracing::warn!("could not keep tether's per-checkout files ignored: {e}");
+            }
+        }
         Self::refuse_tracked_per_checkout_files(&layout, vcs.as_ref())?;
         // secrets.toml is read only now that a VCS found through the environment said
-        // it is untracked; its `[vcs] jj_path` then takes over from TETHER_JJ / PATH.
+        // it is untracked, and the check above that it is a regular file in a real
+        // `.tether/`; its `[vcs] jj_path` then takes over from TETHER_JJ / PATH.
         let secrets = Secrets::read(&layout.secrets_file())?;
         if vcs.kind() == vcs::VcsKind::Jj
             && let Some(jj) = &secrets.jj_path
@@ -104,10 +108,15 @@ impl Repo {
     }
 
     /// The security model: a clone that ships a per-checkout file is refused
-    /// before anything in it is read.
+    /// before anything in it is read. The paths are asked about as the VCS
+    /// names them, from the dataset's real location (a checkout reached
+    /// through a linked directory is still the same files to the VCS).
     fn refuse_tracked_per_checkout_files(layout: &Layout, vcs: &dyn Vcs) -> Result<()> {
         let prefix = relative_prefix(layout.root(), vcs.root());
-        let paths: Vec<String> = PER_CHECKOUT_FILES
+        // A tracked copy could choose where writes go, which pins gc releases,
+        // which programs run and which plugins are trusted, or what a cache
+        // answers.
+        let paths: Vec<String> = Layout::untracked_paths()
             .iter()
             .map(|p| format!("{prefix}{p}"))
             .collect();
@@ -117,19 +126,27 @@ impl Repo {
             return Ok(());
         }
         let untrack = match vcs.kind() {
-            vcs::VcsKind::Git => format!("`git rm --cached {}` and commit", tracked.join(" ")),
-            vcs::VcsKind::Jj => format!(
-                "`jj file untrack {}` (they are ignored by .tether/.gitignore)",
-                tracked.join(" ")
-            ),
+            vcs::VcsKind::Git => {
+                // `-r` only where a directory (the cache) is tracked.
+                let r = if tracked.iter().any(|p| p.ends_with("cache")) {
+                    "-r "
+                } else {
+                    ""
+                };
+                format!("`git rm {r}--cached {}` and commit", tracked.join(" "))
+            }
+            // `jj file untrack` needs them ignored: the repository's
+            // info/exclude (see `find`) does that, whatever .gitignore says.
+            vcs::VcsKind::Jj => format!("`jj file untrack {}`", tracked.join(" ")),
         };
-        Err(TetherError::Refused(format!(
+        Err(TetherError::refused(format!(
             "{} {} tracked by the VCS; these files are per checkout and a clone must not bring them \
-             (they choose where writes go and which pins gc releases): untrack them with {untrack}, \
-             then run tether again",
+             (they choose where writes go, which pins gc releases, and which programs and plugins \
+             run)",
             tracked.join(", "),
             if tracked.len() == 1 { "is" } else { "are" },
-        )))
+        ))
+        .hint(format!("untrack them with {untrack}, then run tether again")))
     }
 
     pub fn root(&self) -> &Path {
@@ -452,7 +469,8 @@ impl Repo {
                 &self.backend_config(plugin.kind()),
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_checkout(self.vcs.root());
         self.with_s3_settings(client, None, plugin.kind(), locator)
     }
 
@@ -548,7 +566,8 @@ impl Repo {
         crate::model::secrets::merge_options(&mut secret, &self.secrets.object_entry(key, None));
         let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
-            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"));
+            .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
+            .with_checkout(self.vcs.root());
         self.with_s3_settings(client, Some(key), plugin.kind(), locator)
     }
 
@@ -587,6 +606,16 @@ impl<'a> From<&'a Repo> for super::history::Source<'a> {
 
 /// The dataset root relative to the VCS root, as a path prefix (`""` or `sub/`).
 fn relative_prefix(root: &Path, vcs_root: &Path) -> String {
+    // Both resolved: a dataset reached through a linked directory is asked
+    // about at the path the VCS tracks it under.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (root_real, vcs_real) = (canonical(root), canonical(vcs_root));
+    if let Ok(rel) = root_real.strip_prefix(&vcs_real) {
+        return match rel.as_os_str().is_empty() {
+            true => String::new(),
+            false => format!("{}/", rel.to_string_lossy()),
+        };
+    }
     match root.strip_prefix(vcs_root) {
         Ok(rel) if !rel.as_os_str().is_empty() => format!("{}/", rel.to_string_lossy()),
         _ => String::new(),

@@ -1,4 +1,4 @@
-//! Atomic file writes.
+//! Atomic file writes, and reads that never follow a symbolic link.
 //!
 //! Every file tether writes under `.tether/` and `tether.toml` is replaced
 //! whole: written to a temporary file in the same directory, synced, then
@@ -6,11 +6,20 @@
 //! never a torn one. Temporary names start with [`TEMP_PREFIX`], which the
 //! `.tether/.gitignore` ignores, so a leftover never shows as untracked.
 //!
+//! Everything under `.tether/` came with the clone, so tether's own files are
+//! opened with `O_NOFOLLOW` ([`open_nofollow`], [`read_nofollow`],
+//! [`read_optional`]): a link committed where tether keeps a file is an error,
+//! never a way to read or write elsewhere. (`Repo::find` refuses any link
+//! under `.tether/` before a command starts, see `Layout::check_dot_dir`;
+//! these are the second line.) An atomic write replaces a link at its target
+//! rather than writing through it, and refuses a linked parent directory.
+//!
 //! [`FileStamp`] tells whether a file was rewritten since it was last read,
 //! for caches derived from one (the hash cache, status's drift memo).
 
-use std::io::Write;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +36,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(linked(dir));
+    }
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
@@ -71,12 +83,97 @@ impl FileStamp {
     }
 }
 
-/// Read a file as UTF-8 text, `None` when it does not exist.
+/// `opts` set not to follow a symbolic link at the last component of the
+/// path it opens (`O_NOFOLLOW`): opening a link fails with `ELOOP`
+/// ([`is_link_error`]).
+pub fn nofollow(opts: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO for reading must not wait for a writer;
+        // it changes nothing for a regular file.
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        opts.custom_flags(flags.bits() as i32);
+    }
+    opts
+}
+
+/// Open `path` for reading without following a link, and refuse anything but
+/// a regular file (a FIFO or device a clone planted).
+pub fn open_nofollow(path: &Path) -> std::io::Result<File> {
+    let file = nofollow(OpenOptions::new().read(true)).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// The bytes of `path`, read without following a link ([`open_nofollow`]).
+pub fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_nofollow(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Whether `e` is what opening a symbolic link with `O_NOFOLLOW` fails with.
+pub fn is_link_error(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
+
+/// A path for a message: as it is, or with control characters escaped when
+/// it holds any (a clone chooses these names, and they reach a terminal).
+pub fn shown(path: &Path) -> PathBuf {
+    let text = path.to_string_lossy();
+    if text.chars().any(char::is_control) {
+        PathBuf::from(text.escape_debug().to_string())
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The refusal for a symbolic link where tether keeps its own file or
+/// directory.
+pub fn linked(path: &Path) -> ModelError {
+    ModelError::invalid(
+        shown(path),
+        "is a symbolic link; tether never opens its own files under .tether/ through a link, \
+         since a clone could point one anywhere. Remove the link (and untrack it if the VCS \
+         tracks it), then run tether again",
+    )
+}
+
+/// An I/O error on one of tether's own files, a link named as such.
+pub fn io_error(path: &Path, e: std::io::Error) -> ModelError {
+    if is_link_error(&e) {
+        linked(path)
+    } else {
+        ModelError::io(path, e)
+    }
+}
+
+/// Read a file as UTF-8 text, `None` when it does not exist. A symbolic link
+/// or a special file is refused, never followed.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
+    match read_nofollow(path) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            ModelError::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+            )
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ModelError::io(path, e)),
+        Err(e) => Err(io_error(path, e)),
     }
 }
 
@@ -97,5 +194,60 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("c.toml")]);
         assert_eq!(read_optional(&dir.path().join("nope")).unwrap(), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_are_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "mine").unwrap();
+        let inside = dir.path().join("inside");
+        std::fs::create_dir(&inside).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), inside.join("file")).unwrap();
+        let e = read_optional(&inside.join("file")).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(is_link_error(
+            &read_nofollow(&inside.join("file")).unwrap_err()
+        ));
+
+        // A write replaces the link; the file it pointed at keeps its bytes.
+        write_atomic(&inside.join("file"), b"new").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("secret")).unwrap(),
+            "mine"
+        );
+        assert!(
+            !std::fs::symlink_metadata(inside.join("file"))
+                .unwrap()
+                .is_symlink()
+        );
+
+        // A linked parent directory is refused before anything is written.
+        std::os::unix::fs::symlink(&outside, inside.join("dir")).unwrap();
+        let e = write_atomic(&inside.join("dir/x"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(!outside.join("x").exists());
+
+        // A FIFO is refused without waiting for a writer.
+        let fifo = inside.join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        assert!(read_optional(&fifo).is_err());
+        assert_eq!(
+            shown(Path::new(r"a\x1b[31m")),
+            Path::new(r"a\x1b[31m"),
+            "only real control characters are escaped"
+        );
+        assert_eq!(shown(Path::new("a\u{1b}[31m")), Path::new(r"a\u{1b}[31m"));
     }
 }

@@ -12,6 +12,14 @@
 //! <root>/.tether/cache/              per checkout: fingerprint caches, the history memo
 //! <root>/.tether/lock                per checkout: the checkout lock
 //! ```
+//!
+//! Everything under `.tether/` can have come with a clone, so before a command
+//! reads any of it [`Layout::check_dot_dir`] walks the directory without
+//! following links and refuses a symbolic link anywhere in it (`.tether`
+//! itself included), a special file, a nested `.git`, or a per-checkout file
+//! that is not a regular file. After that check no path tether builds here can
+//! lead outside `.tether/`; the readers also open with `O_NOFOLLOW`
+//! (`fsutil`), and the per-checkout files must also be untracked (`Repo::find`).
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +43,85 @@ pub const GITIGNORE_ENTRIES: &[&str] = &[
     "/lock",
     ".tether-tmp-*",
 ];
+
+/// The per-checkout files under `.tether/`: never tracked, never committed,
+/// and only ever regular files.
+pub const PER_CHECKOUT_FILES: &[&str] = &["workspace.toml", "ops.jsonl", "secrets.toml", "lock"];
+
+/// The per-checkout directory under `.tether/` (caches): never tracked.
+pub const PER_CHECKOUT_DIRS: &[&str] = &["cache"];
+
+/// tether's directories under `.tether/`, which must be real directories.
+pub const DIRS: &[&str] = &["objects", "listings", "cache", "plugins"];
+
+/// Whether `path` (relative to a VCS root, `/`-separated) is one of tether's
+/// per-checkout files, or lies in its cache directory, or is a leftover
+/// temporary file, in some dataset's `.tether/`: what tether must never
+/// commit, whatever the ignore files say.
+pub fn is_per_checkout_path(path: &str) -> bool {
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|name| name.starts_with(fsutil::TEMP_PREFIX))
+        && parts.contains(&DOT_DIR)
+    {
+        return true;
+    }
+    parts.windows(2).enumerate().any(|(i, w)| {
+        w[0] == DOT_DIR
+            && ((PER_CHECKOUT_FILES.contains(&w[1]) && i + 2 == parts.len())
+                || PER_CHECKOUT_DIRS.contains(&w[1]))
+    })
+}
+
+/// The lines that keep the per-checkout paths of the dataset at `prefix`
+/// (its path from the VCS root, empty or ending in `/`) ignored, for the
+/// repository's `info/exclude`: anchored, with glob characters escaped.
+pub fn exclude_lines(prefix: &str) -> Vec<String> {
+    let mut escaped = String::new();
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    let dot = format!("/{escaped}{DOT_DIR}");
+    let mut out: Vec<String> = PER_CHECKOUT_FILES
+        .iter()
+        .map(|f| format!("{dot}/{f}"))
+        .collect();
+    out.extend(PER_CHECKOUT_DIRS.iter().map(|d| format!("{dot}/{d}/")));
+    out.push(format!("{dot}/**/{}*", fsutil::TEMP_PREFIX));
+    out
+}
+
+/// Add the [`exclude_lines`] of the dataset at `prefix` that `exclude` (a
+/// repository's `info/exclude`) lacks. Returns whether it wrote.
+pub fn ensure_excluded(exclude: &Path, prefix: &str) -> Result<bool> {
+    let existing = fsutil::read_optional(exclude)?.unwrap_or_default();
+    let have: Vec<&str> = existing.lines().map(str::trim_end).collect();
+    let missing: Vec<String> = exclude_lines(prefix)
+        .into_iter()
+        .filter(|l| !have.contains(&l.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    let mut out = existing.clone();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str("# Added by tether: per-checkout files, never committed.\n");
+    for l in missing {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    fsutil::write_atomic(exclude, out.as_bytes())?;
+    Ok(true)
+}
 
 /// The `.tether/.gitignore` that `init` writes.
 pub fn gitignore_text() -> String {
@@ -162,14 +249,33 @@ impl Layout {
         self.dot_dir().join("lock")
     }
 
-    /// The per-checkout files the VCS must not track (security model), as
-    /// paths relative to the root with `/` separators.
-    pub fn untracked_paths() -> [&'static str; 3] {
-        [
-            ".tether/secrets.toml",
-            ".tether/workspace.toml",
-            ".tether/ops.jsonl",
-        ]
+    /// The per-checkout paths the VCS must not track (security model), as
+    /// paths relative to the root with `/` separators: the files, and the
+    /// cache directory (anything tracked under it counts).
+    pub fn untracked_paths() -> Vec<String> {
+        PER_CHECKOUT_FILES
+            .iter()
+            .chain(PER_CHECKOUT_DIRS)
+            .map(|name| format!("{DOT_DIR}/{name}"))
+            .collect()
+    }
+
+    /// Refuse a `.tether/` that a clone could have turned against this
+    /// checkout: `.tether` or anything under it that is a symbolic link, a
+    /// special file (FIFO, socket, device) or a `.git` (a submodule, whose
+    /// files its own repository tracks), a per-checkout file that is not a
+    /// regular file, or one of tether's directories that is not a directory.
+    /// The walk never follows a link. A missing `.tether/` is fine: tether
+    /// creates it as a real directory.
+    pub fn check_dot_dir(&self) -> Result<()> {
+        let dot = self.dot_dir();
+        let md = match std::fs::symlink_metadata(&dot) {
+            Ok(md) => md,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(ModelError::io(&dot, e)),
+        };
+        check_entry(&dot, md.file_type(), Expect::Dir)?;
+        check_tree(&dot, true)
     }
 
     /// Write `.tether/.gitignore` when missing, or add the entries an older
@@ -188,6 +294,78 @@ impl Layout {
             None => Ok(false),
         }
     }
+}
+
+/// What one entry under `.tether/` must be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Dir,
+    File,
+    Either,
+}
+
+fn check_tree(dir: &Path, top: bool) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| ModelError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ModelError::io(dir, e))?;
+        let path = entry.path();
+        // `file_type` comes from the directory entry (or an lstat): a link
+        // is seen as a link, never as what it points at.
+        let ft = entry.file_type().map_err(|e| ModelError::io(&path, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let expect = if !top {
+            Expect::Either
+        } else if PER_CHECKOUT_FILES.contains(&name.as_ref()) {
+            Expect::File
+        } else if DIRS.contains(&name.as_ref()) {
+            Expect::Dir
+        } else {
+            Expect::Either
+        };
+        if name == ".git" {
+            return Err(ModelError::invalid(
+                fsutil::shown(&path),
+                "is a git repository inside .tether/ (a submodule): its files are tracked by \
+                 that repository, so a clone could supply tether's per-checkout files through \
+                 it. Remove it, then run tether again",
+            ));
+        }
+        check_entry(&path, ft, expect)?;
+        if ft.is_dir() {
+            check_tree(&path, false)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_entry(path: &Path, ft: std::fs::FileType, expect: Expect) -> Result<()> {
+    if ft.is_symlink() {
+        return Err(fsutil::linked(path));
+    }
+    let what = if ft.is_dir() {
+        "a directory"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        return Err(ModelError::invalid(
+            fsutil::shown(path),
+            "is a special file (a FIFO, socket or device); tether keeps only regular files \
+             and directories under .tether/. Remove it, then run tether again",
+        ));
+    };
+    let wanted = match expect {
+        Expect::Dir if !ft.is_dir() => "a directory",
+        Expect::File if !ft.is_file() => "a regular file",
+        _ => return Ok(()),
+    };
+    Err(ModelError::invalid(
+        fsutil::shown(path),
+        format!(
+            "is {what}, where tether keeps {wanted}. Move it away (and untrack it if the VCS \
+             tracks it), then run tether again"
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -225,6 +403,135 @@ mod tests {
         std::fs::write(root.join("tether.toml"), "").unwrap();
         assert_eq!(Layout::find(&root.join("a/b")).unwrap().root(), root);
         assert_eq!(Layout::find(&root).unwrap().root(), root);
+    }
+
+    #[test]
+    fn per_checkout_paths() {
+        for p in [
+            ".tether/secrets.toml",
+            ".tether/lock",
+            "sub/ds/.tether/ops.jsonl",
+            ".tether/workspace.toml",
+            ".tether/cache/history-memo.bin",
+            ".tether/cache",
+            ".tether/objects/.tether-tmp-x1",
+        ] {
+            assert!(is_per_checkout_path(p), "{p}");
+        }
+        for p in [
+            "tether.toml",
+            ".tether/.gitignore",
+            ".tether/objects/lock.toml",
+            ".tether/objects/cache/x.toml",
+            ".tether/listings/secrets.toml.jsonl",
+            "secrets.toml",
+            "lock",
+        ] {
+            assert!(!is_per_checkout_path(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn exclude_lines_are_anchored_escaped_and_added_once() {
+        assert_eq!(
+            exclude_lines(""),
+            [
+                "/.tether/workspace.toml",
+                "/.tether/ops.jsonl",
+                "/.tether/secrets.toml",
+                "/.tether/lock",
+                "/.tether/cache/",
+                "/.tether/**/.tether-tmp-*",
+            ]
+        );
+        assert_eq!(exclude_lines("a b/[x]/")[3], r"/a\ b/\[x\]/.tether/lock");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("info/exclude");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, "mine\n/.tether/lock\n").unwrap();
+        assert!(ensure_excluded(&f, "").unwrap());
+        assert!(!ensure_excluded(&f, "").unwrap());
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(text.starts_with("mine\n/.tether/lock\n"), "{text}");
+        assert_eq!(text.matches("/.tether/lock").count(), 1, "{text}");
+        assert!(text.contains("/.tether/secrets.toml\n"), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dot_dir_check_refuses_links_and_special_files() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ds");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        let l = Layout::new(&root);
+        // No .tether/ yet: nothing to refuse.
+        l.check_dot_dir().unwrap();
+        let refused = |what: &str| {
+            let e = l.check_dot_dir().unwrap_err();
+            assert_eq!(e.class(), "ConfigError");
+            let msg = e.to_string();
+            assert!(msg.contains(what), "{what}: {msg}");
+            msg
+        };
+
+        symlink(&outside, l.dot_dir()).unwrap();
+        let msg = refused("symbolic link");
+        assert!(msg.starts_with(&l.dot_dir().display().to_string()), "{msg}");
+        std::fs::remove_file(l.dot_dir()).unwrap();
+
+        std::fs::create_dir_all(l.objects_dir().join("zarr")).unwrap();
+        std::fs::write(l.objects_dir().join("zarr/x.toml"), "").unwrap();
+        std::fs::write(l.secrets_file(), "").unwrap();
+        l.check_dot_dir().unwrap();
+
+        for (name, is_dir) in [
+            ("listings", true),
+            ("cache", true),
+            ("plugins", true),
+            ("objects/zarr/deep", true),
+            ("lock", false),
+            ("workspace.toml", false),
+            ("ops.jsonl", false),
+        ] {
+            let at = l.dot_dir().join(name);
+            symlink(
+                if is_dir {
+                    outside.clone()
+                } else {
+                    outside.join("f")
+                },
+                &at,
+            )
+            .unwrap();
+            let msg = refused("symbolic link");
+            assert!(msg.contains(name), "{msg}");
+            std::fs::remove_file(&at).unwrap();
+        }
+        std::fs::remove_file(l.secrets_file()).unwrap();
+        std::fs::create_dir(l.secrets_file()).unwrap();
+        refused("is a directory, where tether keeps a regular file");
+        std::fs::remove_dir(l.secrets_file()).unwrap();
+        std::fs::write(l.cache_dir(), "").unwrap();
+        refused("is a regular file, where tether keeps a directory");
+        std::fs::remove_file(l.cache_dir()).unwrap();
+        std::fs::create_dir_all(l.dot_dir().join(".git")).unwrap();
+        refused("submodule");
+        std::fs::remove_dir(l.dot_dir().join(".git")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            l.lock_file(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        refused("special file");
+        std::fs::remove_file(l.lock_file()).unwrap();
+        l.check_dot_dir().unwrap();
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     }
 
     #[test]

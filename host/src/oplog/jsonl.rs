@@ -32,7 +32,7 @@ pub fn append_all(path: &Path, records: &[Value]) -> std::io::Result<()> {
 /// Create `path` empty when it is missing (and sync the directory entry).
 pub fn touch(path: &Path) -> std::io::Result<()> {
     let existed = path.exists();
-    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    let file = open_append(path)?;
     if !existed {
         file.sync_all()?;
         sync_parent(path);
@@ -43,11 +43,7 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
 fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     debug_assert!(!line.ends_with('\n'));
     let existed = path.exists();
-    let mut file = OpenOptions::new()
-        .read(true)
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut file = open_append(path)?;
     let mut buf = String::with_capacity(line.len() + 2);
     if !ends_with_newline(&mut file)? {
         buf.push('\n');
@@ -61,6 +57,22 @@ fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
         sync_parent(path);
     }
     Ok(())
+}
+
+/// Open `path` to append (and read), created if missing; never through a
+/// symbolic link, and only a regular file: these logs live under `.tether/`,
+/// which came with the clone.
+fn open_append(path: &Path) -> std::io::Result<File> {
+    let file =
+        crate::model::fsutil::nofollow(OpenOptions::new().read(true).create(true).append(true))
+            .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// Whether the file is empty or its last byte is a newline.
@@ -97,7 +109,7 @@ fn sync_parent(path: &Path) {
 /// warning: these files are memory aids, and a damaged line must never fail
 /// the command that happens to read one.
 pub fn read(path: &Path) -> std::io::Result<Vec<Value>> {
-    let file = match File::open(path) {
+    let file = match crate::model::fsutil::open_nofollow(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),

@@ -96,6 +96,8 @@ pub struct ObjectClient {
     hash_cache: Option<PathBuf>,
     /// Host-resolved settings for the `s3://` storage grants.
     s3: Option<S3Resolution>,
+    /// The dataset's checkout, which no preopened directory may overlap.
+    checkout: Option<PathBuf>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -163,6 +165,7 @@ impl Plugin {
                 .collect(),
             hash_cache: None,
             s3: None,
+            checkout: None,
         }
     }
 
@@ -325,6 +328,37 @@ impl ObjectClient {
         self
     }
 
+    /// Refuse every call whose preopened directories overlap `root` (the
+    /// dataset's checkout): its files came with the clone, so a committed
+    /// locator naming a repository there must not be handed to the plugin
+    /// (spec/10, "Security model"; `add` refuses one up front).
+    pub fn with_checkout(mut self, root: impl Into<PathBuf>) -> Self {
+        self.checkout = Some(root.into());
+        self
+    }
+
+    fn refuse_checkout_grants(&self) -> Result<(), BackendError> {
+        let Some(checkout) = &self.checkout else {
+            return Ok(());
+        };
+        let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let checkout = real(checkout);
+        for dir in &self.fs_grants {
+            let d = real(std::path::Path::new(dir));
+            if d.starts_with(&checkout) || checkout.starts_with(&d) {
+                return Err(BackendError::Denied(format!(
+                    "{} overlaps the dataset's checkout ({}), whose files came with the clone: \
+                     a {} object must live outside it. Register one outside the checkout \
+                     (or give its path in .tether/secrets.toml)",
+                    crate::model::fsutil::shown(std::path::Path::new(dir)).display(),
+                    checkout.display(),
+                    self.plugin.kind()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Open this object's `s3://` storage grants with `settings`, which the
     /// host resolved from secrets.toml and the environment (without, the
     /// environment alone). The plugin never sees them.
@@ -359,6 +393,7 @@ impl ObjectClient {
     }
 
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
+        self.refuse_checkout_grants()?;
         let tree = self.tree();
         run(
             &self.plugin,
@@ -435,6 +470,7 @@ impl ObjectClient {
                 )
             })
             .collect();
+        self.refuse_checkout_grants()?;
         let tree = self.tree();
         let replies = run_batch(
             &self.plugin,

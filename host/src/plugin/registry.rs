@@ -182,7 +182,8 @@ pub fn locate(
     }
     let candidates = places.candidates(digest);
     for path in &candidates {
-        let Ok(bytes) = std::fs::read(path) else {
+        // Never through a link: `.tether/plugins/` came with the clone.
+        let Ok(bytes) = crate::model::fsutil::read_nofollow(path) else {
             continue;
         };
         let found = digest_of(&bytes);

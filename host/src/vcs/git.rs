@@ -349,6 +349,7 @@ impl GitVcs {
     }
 
     fn commit_paths_inner(&self, paths: &[String], message: &str) -> Result<CommitId> {
+        refuse_per_checkout(paths)?;
         let repo = self.reopen()?;
         match repo.state() {
             RepositoryState::Clean => {}
@@ -552,6 +553,10 @@ impl Vcs for GitVcs {
 
     fn shared_dir(&self) -> &Path {
         &self.common_dir
+    }
+
+    fn info_exclude(&self) -> Option<PathBuf> {
+        Some(self.common_dir.join("info").join("exclude"))
     }
 
     fn head_state(&self) -> Result<HeadState> {
@@ -1897,6 +1902,19 @@ pub(super) fn clean_dir(p: &Path) -> PathBuf {
     p.components()
         .filter(|c| !matches!(c, Component::CurDir))
         .collect()
+}
+
+/// Refuse to commit a per-checkout path of any dataset's `.tether/`: the
+/// paths a commit is given are checked, not the ignore files, which a clone
+/// chooses.
+pub(super) fn refuse_per_checkout(paths: &[String]) -> Result<()> {
+    match paths
+        .iter()
+        .find(|p| crate::model::layout::is_per_checkout_path(p))
+    {
+        Some(p) => Err(VcsError::PerCheckoutPath { path: p.clone() }),
+        None => Ok(()),
+    }
 }
 
 pub(super) fn canonical(p: &Path) -> PathBuf {

@@ -492,6 +492,7 @@ impl JjVcs {
         if norm.is_empty() {
             return Err(VcsError::NothingToCommit { paths: Vec::new() });
         }
+        gitimpl::refuse_per_checkout(&norm)?;
         let message = gitimpl::cleanup_message(message);
         if message.is_empty() {
             return Err(VcsError::EmptyMessage);
@@ -574,6 +575,10 @@ impl Vcs for JjVcs {
 
     fn shared_dir(&self) -> &Path {
         &self.repo_dir
+    }
+
+    fn info_exclude(&self) -> Option<PathBuf> {
+        Some(self.git_dir.join("info").join("exclude"))
     }
 
     fn head_state(&self) -> Result<HeadState> {

@@ -268,6 +268,14 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// created and touched indexes live there.
     fn shared_dir(&self) -> &Path;
 
+    /// The repository's own ignore file that no clone brings (git's
+    /// `info/exclude`; for jj, its backing git store's, which jj reads too):
+    /// where tether keeps its per-checkout files ignored whatever the
+    /// committed `.gitignore` says.
+    fn info_exclude(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// Where `HEAD` is: branch, parking branch, detached, or unborn.
     fn head_state(&self) -> Result<HeadState>;
 
@@ -769,6 +777,11 @@ pub enum VcsError {
 
     #[error("`{path}` is a directory, not a file tether can commit")]
     NotAFile { path: String },
+
+    #[error(
+        "`{path}` is one of tether's per-checkout files (secrets, workspace state, op log, lock, caches): tether never commits it, whatever the ignore files say. Nothing was committed"
+    )]
+    PerCheckoutPath { path: String },
 
     #[error("nothing to commit: {} {} already committed as they are", paths.join(", "), if paths.len() == 1 { "is" } else { "are" })]
     NothingToCommit { paths: Vec<String> },

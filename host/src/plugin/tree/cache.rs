@@ -47,7 +47,6 @@
 //! saw, so deleted files do not accumulate.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -506,7 +505,8 @@ impl HashCache {
         }
         self.loaded = true;
         self.stamp = stamp;
-        let Ok(bytes) = std::fs::read(&path) else {
+        // Never through a link: `.tether/cache/` is clone-controlled ground.
+        let Ok(bytes) = crate::model::fsutil::read_nofollow(&path) else {
             return;
         };
         self.stats.loads += 1;
@@ -530,30 +530,13 @@ impl HashCache {
             return Ok(());
         };
         let text = render_cache(&self.entries);
-        write_atomic(&path, &text).map_err(|e| {
-            TreeError::Io(format!(
-                "cannot write the hash cache {}: {e}",
-                path.display()
-            ))
-        })?;
+        crate::model::fsutil::write_atomic(&path, &text)
+            .map_err(|e| TreeError::Io(format!("cannot write the hash cache: {e}")))?;
         self.stamp = FileStamp::of(&path);
         self.dirty = false;
         self.stats.writes += 1;
         Ok(())
     }
-}
-
-/// Temp file in the same directory, fsync, rename.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tether-tmp-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 /// The process-wide cache for one file (or memory), refreshed from disk.

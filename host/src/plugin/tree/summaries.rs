@@ -178,7 +178,7 @@ impl Memo {
 
 /// The memo file, when it is one this build reads.
 fn read(file: &Path) -> Option<MemoFile> {
-    let bytes = std::fs::read(file).ok()?;
+    let bytes = crate::model::fsutil::read_nofollow(file).ok()?;
     match serde_json::from_slice::<MemoFile>(&bytes) {
         Ok(memo) if memo.version == VERSION => Some(memo),
         Ok(_) => None,

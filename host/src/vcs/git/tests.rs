@@ -223,6 +223,23 @@ fn commit_paths_commits_exactly_the_given_paths() {
         vcs.commit_paths(&["../x"], "m").unwrap_err(),
         VcsError::InvalidPath { .. }
     ));
+    // tether's per-checkout files are never committed, ignored or not.
+    fx.write(".tether/secrets.toml", "[vcs]\n");
+    for p in [
+        ".tether/secrets.toml",
+        "./.tether/lock",
+        "sub/.tether/cache/x",
+    ] {
+        let err = vcs.commit_paths(&["a", p], "m").unwrap_err();
+        assert!(
+            matches!(err, VcsError::PerCheckoutPath { .. }),
+            "{p}: {err}"
+        );
+    }
+    assert_eq!(
+        fx.g(&["ls-files", ".tether/secrets.toml", ".tether/lock"]),
+        ""
+    );
 }
 
 #[test]

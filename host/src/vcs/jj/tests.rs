@@ -118,6 +118,13 @@ fn commit_reads_history_and_the_bookmark_follows() {
             .as_deref(),
         Some(&b"state = 1\n"[..])
     );
+    // tether's per-checkout files are never committed, ignored or not.
+    fx.write(".tether/secrets.toml", "[vcs]\n");
+    let err = vcs
+        .commit_on_bookmark(&["tether.toml", ".tether/secrets.toml"], "x", "main")
+        .unwrap_err();
+    assert!(matches!(err, VcsError::PerCheckoutPath { .. }), "{err}");
+    fs::remove_file(fx.repo.join(".tether/secrets.toml")).unwrap();
     // Nothing changed: refused, nothing committed.
     let err = vcs
         .commit_on_bookmark(&["tether.toml"], "again", "main")
