@@ -552,6 +552,7 @@ impl OpHandle {
             vec![json!({"record": "done", "op": self.id, "at": now(), "result": result})];
         records.extend(close_marks(closes, &self.id, how));
         jsonl::append_all(&self.path, &records).map_err(|e| OplogError::io(&self.path, e))?;
+        crate::fault::point("journal.done");
         Ok(self.id)
     }
 }
