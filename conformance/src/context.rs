@@ -320,7 +320,7 @@ impl Sys {
     /// What the engine forks from: a pin of `state` where the object has
     /// `PIN`, the recorded state itself otherwise (`pin = "record"`).
     pub(crate) async fn source(&self, state: &Value) -> Result<(Target, Option<PinRef>), Problem> {
-        if self.ctx.has("PIN") {
+        if self.ctx.has(tether_contract::Capability::Pin.as_str()) {
             let pin = self.pin_state(state).await?;
             Ok((Target::Pinned(pin.clone()), Some(pin)))
         } else {
