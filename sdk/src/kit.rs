@@ -243,7 +243,7 @@ impl<S: PartialEq + Display> PinCheck<'_, S> {
     /// | yes | none | | missing |
     /// | yes | at another state | | drifted |
     /// | yes | at the state | no (deep) | missing |
-    /// | yes | at the state | yes, or not deep | ok |
+    /// | yes | at the state | yes, or not deep | ok (`pinned as <ref>` when a later generation holds it) |
     /// | no | | not deep | unknown |
     /// | no | | yes / no | ok / missing |
     pub fn report(
@@ -264,7 +264,14 @@ impl<S: PartialEq + Display> PinCheck<'_, S> {
                     VerifyStatus::Missing,
                     format!("{noun} {want} is gone; tag {tag} remains"),
                 ),
-                Some((tag, _)) => report(VerifyStatus::Ok, format!("pinned as {tag}")),
+                // A later generation carries the pin: say which (`tether
+                // verify` prints an ok line's message only then).
+                Some((tag, _)) if tag != pin.ref_ => {
+                    report(VerifyStatus::Ok, format!("pinned as {tag}"))
+                }
+                Some((tag, _)) => {
+                    report(VerifyStatus::Ok, format!("tag {tag} holds {noun} {want}"))
+                }
             };
         }
         if !self.deep {

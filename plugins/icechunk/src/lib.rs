@@ -436,6 +436,7 @@ impl Backend for IcechunkBackend {
         let repo = store.load()?.repo;
         let id = snapshot_id(state)?;
         let live = pin.and_then(|pin| live_pin_tag(&repo, pin));
+        let live_tag = live.as_ref().map(|(tag, _)| tag.clone());
         let check = PinCheck {
             pin,
             state: id,
@@ -446,13 +447,16 @@ impl Backend for IcechunkBackend {
             Ok(repo.snapshots.contains_key(id)
                 && store.bucket.exists(&snapshot::snapshot_key(*id))?)
         })?;
-        if let Some(pin) = pin
-            && report.status == VerifyStatus::Missing
-            && repo.deleted_tags.contains(&pin.ref_)
-        {
-            report
-                .message
-                .push_str(" (deleted; `tether repair` pins it again as the next generation)");
+        match (pin, report.status, live_tag) {
+            // Icechunk's report names the tag holding the pin, whichever
+            // generation it is.
+            (Some(_), VerifyStatus::Ok, Some(tag)) => report.message = format!("pinned as {tag}"),
+            (Some(pin), VerifyStatus::Missing, _) if repo.deleted_tags.contains(&pin.ref_) => {
+                report
+                    .message
+                    .push_str(" (deleted; `tether repair` pins it again as the next generation)");
+            }
+            _ => {}
         }
         Ok(report)
     }
