@@ -800,7 +800,10 @@ impl Backend for GitBackend {
                 .gix
                 .find_commit(info.id)
                 .map_err(|e| Error::backend(format!("cannot read commit {}: {e}", info.id)))?;
-            let when = commit.time().ok().map(|t| format_time(t.seconds));
+            let when = commit
+                .time()
+                .ok()
+                .map(|t| kit::rfc3339(t.seconds, 0, kit::SecondsFormat::Secs));
             let message = commit
                 .message_raw()
                 .map(|m| m.to_str_lossy().trim_end().to_string())
@@ -1068,28 +1071,6 @@ pub(crate) fn init(path: &Path, branch: &str, owner: Option<&str>) -> Result<Obj
     odb::write_loose(&objects, root, Kind::Commit, &bytes)?;
     refs::Refs::new(&git_dir).update(&Repo::branch_ref(branch), Prev::Absent, root, |_| Ok(()))?;
     Ok(root)
-}
-
-/// RFC 3339 (UTC) of a unix time.
-fn format_time(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
 }
 
 /// Nothing from a committed `[backends.git]` is read.
