@@ -24,7 +24,7 @@ fn main() {
     let plugins_dir = root.join("plugins");
     let target_dir = root.join("target").join("wasm-plugins");
 
-    for watched in ["plugins", "sdk", "wit"] {
+    for watched in ["plugins", "contract", "sdk", "wit"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=TETHER_SKIP_PLUGIN_BUILD");

@@ -7,8 +7,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 use tether::model::canonical;
 use tether::plugin::{BackendError, HarnessClient, ObjectClient, PinRef, Plugin, Target};
 
@@ -216,25 +215,15 @@ impl Ctx {
     }
 }
 
-/// The engine's pin id: `<dataset>.<first 16 hex digits of the sha256 of the
-/// canonical JSON of [kind, identity, content_state]>`.
+/// The engine's pin id (`tether_contract::ids::pin_id`, which the host uses).
 pub(crate) fn pin_id(dataset: &str, kind: &str, identity: &Value, content_state: &Value) -> String {
-    let text = canonical::to_string(&json!([kind, identity, content_state]));
-    let digest = hex::encode(Sha256::digest(text.as_bytes()));
-    format!("{dataset}.{}", &digest[..16])
+    tether_contract::ids::pin_id(dataset, kind, identity, content_state)
 }
 
-/// `state` without `volatile_keys` (top-level keys of an object state).
+/// `state` without `volatile_keys` and `null` members: the host's content
+/// state (`tether_contract::state`).
 pub(crate) fn content_state(state: &Value, volatile_keys: &[String]) -> Value {
-    match state {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !volatile_keys.contains(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+    tether_contract::state::content_state(state, volatile_keys)
 }
 
 /// A state or locator for a reason: canonical JSON, shortened.
@@ -320,7 +309,7 @@ impl Sys {
     /// What the engine forks from: a pin of `state` where the object has
     /// `PIN`, the recorded state itself otherwise (`pin = "record"`).
     pub(crate) async fn source(&self, state: &Value) -> Result<(Target, Option<PinRef>), Problem> {
-        if self.ctx.has("PIN") {
+        if self.ctx.has(tether_contract::Capability::Pin.as_str()) {
             let pin = self.pin_state(state).await?;
             Ok((Target::Pinned(pin.clone()), Some(pin)))
         } else {
@@ -348,6 +337,8 @@ impl Sys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn pin_id_hashes_canonical_json_of_kind_identity_and_content() {
@@ -361,13 +352,18 @@ mod tests {
     }
 
     #[test]
-    fn content_state_drops_volatile_keys_only() {
+    fn content_state_drops_volatile_keys_and_nulls() {
         let state = json!({"head": "abc", "lsn": 7});
         assert_eq!(
             content_state(&state, &["lsn".to_string()]),
             json!({"head": "abc"})
         );
         assert_eq!(content_state(&state, &[]), state);
+        // A null member is an absent one, as the host reads states back.
+        assert_eq!(
+            content_state(&json!({"head": "abc", "x": null}), &[]),
+            json!({"head": "abc"})
+        );
     }
 
     #[test]

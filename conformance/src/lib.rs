@@ -33,6 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tether::plugin::{BackendError, KNOWN_CAPABILITIES, Plugin};
+use tether_contract::Capability;
 
 pub use report::{CheckResult, Report, Status};
 
@@ -105,11 +106,9 @@ pub enum Error {
 /// `conditional-ref`, `CONDITIONAL_REF`).
 pub fn parse_capability(name: &str) -> Result<String, Error> {
     let upper = name.trim().to_ascii_uppercase().replace('-', "_");
-    if KNOWN_CAPABILITIES.contains(&upper.as_str()) {
-        Ok(upper)
-    } else {
-        Err(Error::UnknownCapability(name.to_string()))
-    }
+    Capability::from_name(&upper)
+        .map(|c| c.as_str().to_owned())
+        .ok_or_else(|| Error::UnknownCapability(name.to_string()))
 }
 
 /// Run the suite against `plugin`.

@@ -1,12 +1,17 @@
 //! The [`Backend`] trait: the `backend` interface in Rust terms.
 //!
-//! Locators, states, policies and configs are [`serde_json::Value`]s here; the
-//! glue parses the canonical JSON text that crosses the boundary and prints
-//! results canonically, so a backend never handles JSON text. Every method but
+//! A backend names its locator type ([`Backend::Locator`], any serde type);
+//! the glue parses each call's locator into it once, and a locator that does
+//! not parse is refused with the contract's `invalid` error (ConfigError)
+//! before the method runs. States, policies and configs are
+//! [`serde_json::Value`]s; the glue parses the canonical JSON text that crosses
+//! the boundary and prints results canonically, so a backend never handles
+//! JSON text. Every method but
 //! [`Backend::describe`], [`Backend::identity`] and [`Backend::fingerprint`] has
 //! a default: the spec's default where it gives one, a capability error
 //! otherwise. A backend writes only what its system has.
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bindings::tether::backend::types as wit;
@@ -16,7 +21,7 @@ use crate::json::canonical_json;
 pub use wit::{Descriptor, HistoryEntry, PinRef, VerifyReport, VerifyStatus};
 
 /// The contract version this SDK implements (`descriptor.abi`).
-pub const ABI_VERSION: &str = "0.1.2";
+pub const ABI_VERSION: &str = tether_contract::ABI_VERSION;
 
 /// The optional `describe-ext` interface (since 0.1.1): what a plugin says
 /// about itself beyond [`Descriptor`]. Exported only when `export!` names
@@ -38,28 +43,33 @@ pub trait DescribeFs: Backend {
 }
 
 /// Prefix of every native pin ref (`tether.<pin-id>`).
-pub const PIN_REF_PREFIX: &str = "tether.";
+pub const PIN_REF_PREFIX: &str = tether_contract::names::REF_PREFIX;
 
 /// Prefix of every working ref (`tether.ws.<dataset-id>.<slug>`).
-pub const WORKING_REF_PREFIX: &str = "tether.ws.";
+pub const WORKING_REF_PREFIX: &str = tether_contract::names::WORKING_REF_PREFIX;
 
-/// Capability flag names, as the spec spells them.
+pub use tether_contract::Capability;
+
+/// The capabilities by their spec names (`cap::PIN` is [`Capability::Pin`]),
+/// for descriptors: `descriptor("mysys", &[cap::FINGERPRINT, cap::PIN])`.
 pub mod cap {
-    pub const FINGERPRINT: &str = "FINGERPRINT";
-    pub const ADDRESSABLE: &str = "ADDRESSABLE";
-    pub const PIN: &str = "PIN";
-    pub const FORK: &str = "FORK";
-    pub const CHEAP_FINGERPRINT: &str = "CHEAP_FINGERPRINT";
-    pub const RETENTION_BOUND: &str = "RETENTION_BOUND";
-    pub const NEEDS_QUIESCENCE: &str = "NEEDS_QUIESCENCE";
-    pub const ATOMIC_REF: &str = "ATOMIC_REF";
-    pub const CONDITIONAL_REF: &str = "CONDITIONAL_REF";
-    pub const DIFF: &str = "DIFF";
-    pub const HISTORY: &str = "HISTORY";
-    pub const BRANCH_IS_STORAGE: &str = "BRANCH_IS_STORAGE";
-    pub const PROMOTE: &str = "PROMOTE";
-    pub const MERGE: &str = "MERGE";
-    pub const CREATE: &str = "CREATE";
+    use super::Capability;
+
+    pub const FINGERPRINT: Capability = Capability::Fingerprint;
+    pub const ADDRESSABLE: Capability = Capability::Addressable;
+    pub const PIN: Capability = Capability::Pin;
+    pub const FORK: Capability = Capability::Fork;
+    pub const CHEAP_FINGERPRINT: Capability = Capability::CheapFingerprint;
+    pub const RETENTION_BOUND: Capability = Capability::RetentionBound;
+    pub const NEEDS_QUIESCENCE: Capability = Capability::NeedsQuiescence;
+    pub const ATOMIC_REF: Capability = Capability::AtomicRef;
+    pub const CONDITIONAL_REF: Capability = Capability::ConditionalRef;
+    pub const DIFF: Capability = Capability::Diff;
+    pub const HISTORY: Capability = Capability::History;
+    pub const BRANCH_IS_STORAGE: Capability = Capability::BranchIsStorage;
+    pub const PROMOTE: Capability = Capability::Promote;
+    pub const MERGE: Capability = Capability::Merge;
+    pub const CREATE: Capability = Capability::Create;
 }
 
 /// A descriptor with the common defaults (stable, no key roles, this SDK's
@@ -73,11 +83,11 @@ pub mod cap {
 /// };
 /// assert_eq!(d.abi, tether_sdk::ABI_VERSION);
 /// ```
-pub fn descriptor(kind: &str, capabilities: &[&str]) -> Descriptor {
+pub fn descriptor(kind: &str, capabilities: &[Capability]) -> Descriptor {
     Descriptor {
         kind: kind.to_owned(),
         maturity: "stable".to_owned(),
-        capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
+        capabilities: Capability::names(capabilities),
         volatile_keys: Vec::new(),
         local_path_keys: Vec::new(),
         local_path_prefixes: Vec::new(),
@@ -125,6 +135,10 @@ pub struct Handle {
 /// travels in `locator`. The SDK makes a `Default` instance per component
 /// instance, calls [`Backend::configure`] on it, then the real method.
 pub trait Backend: Default + 'static {
+    /// Where an object is: the locator's fields, parsed once per call by the
+    /// glue (`#[derive(Deserialize)]`; `serde_json::Value` to take it raw).
+    type Locator: DeserializeOwned;
+
     /// What this plugin is: kind, maturity, capabilities, key roles.
     fn describe(&self) -> Descriptor;
 
@@ -136,42 +150,46 @@ pub trait Backend: Default + 'static {
     }
 
     /// Cheap checks at `add` time. Default: accept.
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
+    fn validate_locator(&self, locator: &Self::Locator) -> Result<()> {
         let _ = locator;
         Ok(())
     }
 
     /// The subset of the locator that names the system (hashed into pin ids).
-    fn identity(&self, locator: &Value) -> Result<Value>;
+    fn identity(&self, locator: &Self::Locator) -> Result<Value>;
 
     /// Capabilities under `policy`. Default: the descriptor's, minus `PIN`
     /// when the policy says `{"pin": "record"}`.
-    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
+    fn effective_capabilities(
+        &self,
+        locator: &Self::Locator,
+        policy: &Value,
+    ) -> Result<Vec<String>> {
         let _ = locator;
         let mut caps = self.describe().capabilities;
         if policy.get("pin").and_then(Value::as_str) == Some("record") {
-            caps.retain(|c| c != cap::PIN);
+            caps.retain(|c| c != cap::PIN.as_str());
         }
         Ok(caps)
     }
 
     /// The current state at `working_ref`, or at the base (honouring `at`).
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value>;
+    fn fingerprint(&self, locator: &Self::Locator, working_ref: Option<&str>) -> Result<Value>;
 
     /// Create `tether.<pin_id>` at `state`; idempotent, saying which it did.
-    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+    fn pin(&self, locator: &Self::Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
         let _ = (locator, state, pin_id);
         Err(self.unsupported("pin"))
     }
 
     /// Delete a pin's ref; already gone is success, still there is an error.
-    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+    fn unpin(&self, locator: &Self::Locator, pin: &PinRef) -> Result<()> {
         let _ = (locator, pin);
         Err(self.unsupported("unpin"))
     }
 
     /// Pin ids (without `tether.`) that exist natively, every dataset's.
-    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_pins(&self, locator: &Self::Locator) -> Result<Vec<String>> {
         let _ = locator;
         Err(self.unsupported("list_pins"))
     }
@@ -179,7 +197,7 @@ pub trait Backend: Default + 'static {
     /// Whether the pin resolves to `state`; without a pin, unknown unless `deep`.
     fn verify(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         state: &Value,
         pin: Option<&PinRef>,
         deep: bool,
@@ -191,7 +209,7 @@ pub trait Backend: Default + 'static {
     /// Create or reset branch `name` at `source`, conditional on `expected`.
     fn fork(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
@@ -201,19 +219,23 @@ pub trait Backend: Default + 'static {
     }
 
     /// Delete a branch `fork` created (never the base); already gone is success.
-    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+    fn delete_working_ref(&self, locator: &Self::Locator, working_ref: &str) -> Result<()> {
         let _ = (locator, working_ref);
         Err(self.unsupported("delete_working_ref"))
     }
 
     /// Why `working_ref` cannot be deleted now. Default: nothing blocks it.
-    fn working_ref_blockers(&self, locator: &Value, working_ref: &str) -> Result<Option<String>> {
+    fn working_ref_blockers(
+        &self,
+        locator: &Self::Locator,
+        working_ref: &str,
+    ) -> Result<Option<String>> {
         let _ = (locator, working_ref);
         Ok(None)
     }
 
     /// Native branches named `tether.ws.*`. Default: none.
-    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_working_refs(&self, locator: &Self::Locator) -> Result<Vec<String>> {
         let _ = locator;
         Ok(Vec::new())
     }
@@ -222,7 +244,7 @@ pub trait Backend: Default + 'static {
     /// the old one (right wherever pins are tags).
     fn rename_pin(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         old: &PinRef,
         state: &Value,
         new_id: &str,
@@ -234,7 +256,7 @@ pub trait Backend: Default + 'static {
 
     /// Rename a working branch. Default: fork `new` from `old`'s head, then
     /// delete `old`.
-    fn rename_working_ref(&self, locator: &Value, old: &str, new: &str) -> Result<String> {
+    fn rename_working_ref(&self, locator: &Self::Locator, old: &str, new: &str) -> Result<String> {
         let head = self.fingerprint(locator, Some(old))?;
         let renamed = self.fork(
             locator,
@@ -247,7 +269,12 @@ pub trait Backend: Default + 'static {
     }
 
     /// Fast-forward the base to `source`; the base's new state.
-    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+    fn promote(
+        &self,
+        locator: &Self::Locator,
+        source: &Target,
+        expected: &Expected,
+    ) -> Result<Value> {
         let _ = (locator, source, expected);
         Err(self.unsupported("promote"))
     }
@@ -255,7 +282,7 @@ pub trait Backend: Default + 'static {
     /// Three-way merge `source` into the base; the base's new state.
     fn merge(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         source: &Target,
         message: &str,
         expected: &Expected,
@@ -267,7 +294,7 @@ pub trait Backend: Default + 'static {
     /// Whether `ancestor` is in `descendant`'s history. Default: unknown.
     fn ancestor_of(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
@@ -276,7 +303,7 @@ pub trait Backend: Default + 'static {
     }
 
     /// A handle on the base, a working ref, a pin or a recorded state.
-    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+    fn open(&self, locator: &Self::Locator, target: &Target, read_only: bool) -> Result<Handle> {
         let _ = (locator, target, read_only);
         Err(self.unsupported("open"))
     }
@@ -284,7 +311,7 @@ pub trait Backend: Default + 'static {
     /// Native history from `from_ref` (the base when none), newest first.
     fn history(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
@@ -295,7 +322,7 @@ pub trait Backend: Default + 'static {
     /// The native diff of two states, from metadata only.
     fn diff(
         &self,
-        locator: &Value,
+        locator: &Self::Locator,
         a: &Value,
         b: &Value,
         listing_a: Option<&str>,
@@ -306,54 +333,54 @@ pub trait Backend: Default + 'static {
     }
 
     /// A detailed description of `state` for `.tether/listings/`. Default: none.
-    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+    fn listing(&self, locator: &Self::Locator, state: &Value) -> Result<Option<String>> {
         let _ = (locator, state);
         Ok(None)
     }
 
     /// Make an empty store owned by `owner`; its initial state.
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+    fn create(&self, locator: &Self::Locator, owner: &str) -> Result<Value> {
         let _ = (locator, owner);
         Err(self.unsupported("create"))
     }
 
     /// The dataset id in the store's owner marker, or none.
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+    fn owner(&self, locator: &Self::Locator) -> Result<Option<String>> {
         let _ = locator;
         Err(self.unsupported("owner"))
     }
 
     /// Whether nothing remains but the base at its initial state, the marker
     /// and the refs in `ignoring`.
-    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+    fn is_ref_empty(&self, locator: &Self::Locator, ignoring: &[String]) -> Result<Option<bool>> {
         let _ = (locator, ignoring);
         Err(self.unsupported("is_ref_empty"))
     }
 
     /// Remove a store `owner` created, re-checking owner and emptiness.
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+    fn delete_store(&self, locator: &Self::Locator, owner: &str) -> Result<()> {
         let _ = (locator, owner);
         Err(self.unsupported("delete_store"))
     }
 
     /// Refuse when writers are active. Default: never.
-    fn check_quiescence(&self, locator: &Value, working_ref: Option<&str>) -> Result<()> {
+    fn check_quiescence(&self, locator: &Self::Locator, working_ref: Option<&str>) -> Result<()> {
         let _ = (locator, working_ref);
         Ok(())
     }
 
     /// The resource that owns branches. Default: canonical identity.
-    fn branch_scope(&self, locator: &Value) -> Result<String> {
+    fn branch_scope(&self, locator: &Self::Locator) -> Result<String> {
         Ok(canonical_json(&self.identity(locator)?))
     }
 
     /// The resource whose pins `list_pins` returns. Default: canonical identity.
-    fn ref_namespace(&self, locator: &Value) -> Result<String> {
+    fn ref_namespace(&self, locator: &Self::Locator) -> Result<String> {
         Ok(canonical_json(&self.identity(locator)?))
     }
 
     /// Whether `state` can be reopened. Default: yes.
-    fn state_addressable(&self, locator: &Value, state: &Value) -> Result<bool> {
+    fn state_addressable(&self, locator: &Self::Locator, state: &Value) -> Result<bool> {
         let _ = (locator, state);
         Ok(true)
     }

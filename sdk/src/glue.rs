@@ -52,13 +52,20 @@ fn configure<B: Backend>(config: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` on the instance with the locator parsed, and maps the error.
+/// Runs `f` on the instance with the locator parsed into the backend's
+/// `Locator` type, and maps the error. A locator that is not JSON or does not
+/// fit the type is the contract's `invalid` error, raised before `f` runs.
 fn call<B: Backend, R>(
     locator: &str,
-    f: impl FnOnce(&B, &Value) -> Result<R>,
+    f: impl FnOnce(&B, &B::Locator) -> Result<R>,
 ) -> Result<R, wit::Error> {
-    let locator = parse("locator", locator)?;
+    let locator: B::Locator = typed_locator(locator)?;
     with_backend(|b: &B| f(b, &locator)).map_err(wit::Error::from)
+}
+
+/// A locator's text as `L`, naming what was wrong.
+fn typed_locator<L: serde::de::DeserializeOwned>(text: &str) -> Result<L> {
+    crate::json::locator(&parse("locator", text)?)
 }
 
 fn json_out(value: Result<Value>) -> Result<String> {
@@ -301,7 +308,7 @@ impl<B: 'static, H: Harness> crate::harness_bindings::exports::tether::backend::
     }
 
     fn mutate(locator: String, working_ref: Option<String>) -> Result<(), wit::Error> {
-        let locator = parse("locator", &locator)?;
+        let locator: H::Locator = typed_locator(&locator)?;
         H::default()
             .mutate(&locator, working_ref.as_deref())
             .map_err(Into::into)

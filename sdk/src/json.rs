@@ -3,57 +3,18 @@
 //! Everything JSON that crosses the boundary is canonical (object keys sorted
 //! by code point, no whitespace, serde_json's string escaping and number
 //! printing), because the host hashes it byte for byte into pin ids and
-//! manifests. [`canonical_json`] is the one way this crate prints JSON; it does
-//! not depend on serde_json's `preserve_order` feature being off.
+//! manifests. [`canonical_json`] is the one way this crate prints JSON: the
+//! contract crate's, which the host uses too.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// `value` as canonical JSON text.
+/// `value` as canonical JSON text (`tether_contract::canonical`, the
+/// host's own implementation).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            // `str` ordering is byte ordering of UTF-8, which is code point order.
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(key, out);
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::String(s) => write_string(s, out),
-        // Null, booleans and numbers print the same in every serde_json mode.
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-fn write_string(s: &str, out: &mut String) {
-    // serde_json's escaping is the canonical one; serialising a str cannot fail.
-    out.push_str(&serde_json::to_string(s).expect("a string always serialises"));
+    tether_contract::canonical::to_string(value)
 }
 
 /// Parse JSON text that crossed the boundary. `what` names it in the error

@@ -5,8 +5,18 @@
 //! contract into Rust: implement [`Backend`] (and, for the conformance suite,
 //! [`Harness`]), then call [`export!`] once.
 //!
-//! - [`Backend`]: every protocol member, with the spec's defaults; locators,
-//!   states and configs are [`serde_json::Value`]s.
+//! - [`Backend`]: every protocol member, with the spec's defaults; the
+//!   backend's own [`Backend::Locator`] type, parsed once per call by the glue
+//!   (a bad locator is refused as `invalid`); states and configs are
+//!   [`serde_json::Value`]s.
+//! - [`kit`]: the protocol around a format, written once: conditional ref
+//!   moves with retries ([`kit::move_ref`]), pin generations
+//!   ([`kit::pin_slot`]), `verify`'s decision table ([`kit::PinCheck`]), the
+//!   owner guard of `delete_store` ([`kit::guard_delete`]), RFC 3339 times and
+//!   random scratch names.
+//! - [`contract`]: what the host computes too (canonical JSON, content
+//!   states, pin ids, listing names, ref names, [`Capability`]), from the
+//!   `tether-contract` crate the host itself uses.
 //! - [`Error`]: the contract's error cases ([`Error::RefMoved`],
 //!   [`Error::MergeConflict`], ...).
 //! - [`json`]: [`canonical_json`] and typed parsing ([`locator`], [`state`]).
@@ -39,6 +49,8 @@
 //! struct OneFile;
 //!
 //! impl Backend for OneFile {
+//!     type Locator = Locator;
+//!
 //!     fn describe(&self) -> Descriptor {
 //!         Descriptor {
 //!             storage_keys: vec!["root".into()],
@@ -46,20 +58,17 @@
 //!         }
 //!     }
 //!
-//!     fn identity(&self, locator: &Value) -> Result<Value> {
-//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!     fn identity(&self, loc: &Locator) -> Result<Value> {
 //!         Ok(json!({ "root": loc.root }))
 //!     }
 //!
-//!     fn fingerprint(&self, locator: &Value, _working_ref: Option<&str>) -> Result<Value> {
-//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!     fn fingerprint(&self, loc: &Locator, _working_ref: Option<&str>) -> Result<Value> {
 //!         let bucket = Bucket::open(&loc.root)?;
 //!         let meta = bucket.head("state.json")?.ok_or_else(|| Error::not_found("no state.json"))?;
 //!         Ok(json!({ "etag": meta.etag }))
 //!     }
 //!
-//!     fn pin(&self, locator: &Value, _state: &Value, pin_id: &str) -> Result<PinRef> {
-//!         let loc: Locator = tether_sdk::locator(locator)?;
+//!     fn pin(&self, loc: &Locator, _state: &Value, pin_id: &str) -> Result<PinRef> {
 //!         let bucket = Bucket::open(&loc.root)?;
 //!         let key = format!("pins/{pin_id}.json");
 //!         // A real backend would also compare the copy with `state`.
@@ -86,12 +95,13 @@
 //!   `backend-plugin`); the component has no `harness` export.
 //! - `tether_sdk::export!(MyBackend, harness: MyHarness)` also exports the
 //!   conformance `harness` (world `backend-plugin-with-harness`).
-//! - Either form followed by `, describe_ext` also exports the optional
-//!   `describe-ext` interface (since 0.1.1), answered by the backend's
-//!   [`DescribeExt`] implementation: `export!(MyBackend, describe_ext)`,
-//!   `export!(MyBackend, harness: MyHarness, describe_ext)`. Without it the
-//!   component has no `describe-ext` export and the host treats its answers
-//!   as not given, as for a plugin built before 0.1.1.
+//! - Either form may end with a list of optional interfaces the backend
+//!   implements: `export!(MyBackend, [describe_ext])`,
+//!   `export!(MyBackend, harness: MyHarness, [describe_ext, describe_fs])`.
+//!   `describe_ext` (since 0.1.1) is answered by [`DescribeExt`],
+//!   `describe_fs` (since 0.1.2) by [`DescribeFs`]. An interface left out is
+//!   not exported, and the host treats its answers as not given, as for a
+//!   plugin built before it existed.
 //!
 //! Call it once, in the crate that builds the component (`crate-type =
 //! ["cdylib"]`). A library that other plugins wrap should put its call behind a
@@ -113,6 +123,7 @@ pub mod error;
 pub mod expected;
 pub mod harness;
 pub mod json;
+pub mod kit;
 pub mod log;
 pub mod storage;
 pub mod tree;
@@ -204,15 +215,19 @@ pub mod describe_fs_bindings {
 }
 
 pub use backend::{
-    ABI_VERSION, Backend, DescribeExt, DescribeFs, Descriptor, Expected, Handle, HistoryEntry,
-    PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX, cap,
-    descriptor,
+    ABI_VERSION, Backend, Capability, DescribeExt, DescribeFs, Descriptor, Expected, Handle,
+    HistoryEntry, PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX,
+    cap, descriptor,
 };
 pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
 pub use error::{Error, Result};
 pub use expected::{check_expected, content_state, same_content};
 pub use harness::Harness;
 pub use json::{canonical_json, locator, state};
+/// What the host computes too: canonical JSON, content states, pin ids,
+/// listing names, ref names and generations, capability names (the
+/// `tether-contract` crate, shared with the host and the conformance suite).
+pub use tether_contract as contract;
 
 /// What [`export!`] expands to; not API.
 #[doc(hidden)]
@@ -220,53 +235,52 @@ pub mod __private {
     pub use crate::glue::{Exported, NoHarness};
 }
 
-/// Export a backend (and optionally a conformance harness) from this component.
+/// Export a backend (and optionally a conformance harness and optional
+/// interfaces) from this component.
 ///
 /// ```text
 /// tether_sdk::export!(MyBackend);                      // world backend-plugin
 /// tether_sdk::export!(MyBackend, harness: MyHarness);  // world backend-plugin-with-harness
-/// // Either, plus the optional `describe-ext` (MyBackend: DescribeExt):
-/// tether_sdk::export!(MyBackend, describe_ext);
-/// tether_sdk::export!(MyBackend, harness: MyHarness, describe_ext);
-/// // Plus the filesystem grant `describe-fs` (MyBackend: DescribeFs):
-/// tether_sdk::export!(MyBackend, harness: MyHarness, describe_ext, describe_fs);
+/// // Either, plus optional interfaces (MyBackend: DescribeExt, DescribeFs):
+/// tether_sdk::export!(MyBackend, [describe_ext]);
+/// tether_sdk::export!(MyBackend, harness: MyHarness, [describe_ext, describe_fs]);
 /// ```
+///
+/// A new optional interface is one more name the list accepts (an arm of
+/// `__export_optional!`), not more arms here.
 #[macro_export]
 macro_rules! export {
-    ($backend:ty $(,)?) => {
+    ($backend:ty $(, harness: $harness:ty)? $(, [$($optional:ident),* $(,)?])? $(,)?) => {
         #[doc(hidden)]
-        type __TetherExported = $crate::__private::Exported<$backend>;
+        type __TetherExported = $crate::__private::Exported<$backend $(, $harness)?>;
         $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
+        $( $crate::__export_harness!($harness); )?
+        $($( $crate::__export_optional!($optional); )*)?
     };
-    ($backend:ty, harness: $harness:ty $(,)?) => {
-        #[doc(hidden)]
-        type __TetherExported = $crate::__private::Exported<$backend, $harness>;
-        // `backend` from one world, `harness` from the other (see `harness_bindings`).
-        $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
+}
+
+/// `export!`'s harness: `backend` comes from one world, `harness` from the
+/// other (see `harness_bindings`); not API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_harness {
+    ($harness:ty) => {
         $crate::harness_bindings::export_harness_only!(
             __TetherExported with_types_in $crate::harness_bindings
         );
     };
-    ($backend:ty, describe_ext $(,)?) => {
-        $crate::export!($backend);
+}
+
+/// `export!`'s optional interfaces, one arm each; not API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_optional {
+    (describe_ext) => {
         $crate::describe_ext_bindings::export_describe_ext_only!(
             __TetherExported with_types_in $crate::describe_ext_bindings
         );
     };
-    ($backend:ty, harness: $harness:ty, describe_ext $(,)?) => {
-        $crate::export!($backend, harness: $harness);
-        $crate::describe_ext_bindings::export_describe_ext_only!(
-            __TetherExported with_types_in $crate::describe_ext_bindings
-        );
-    };
-    ($backend:ty, describe_ext, describe_fs $(,)?) => {
-        $crate::export!($backend, describe_ext);
-        $crate::describe_fs_bindings::export_describe_fs_only!(
-            __TetherExported with_types_in $crate::describe_fs_bindings
-        );
-    };
-    ($backend:ty, harness: $harness:ty, describe_ext, describe_fs $(,)?) => {
-        $crate::export!($backend, harness: $harness, describe_ext);
+    (describe_fs) => {
         $crate::describe_fs_bindings::export_describe_fs_only!(
             __TetherExported with_types_in $crate::describe_fs_bindings
         );

@@ -1,11 +1,12 @@
 //! `ADDRESSABLE`: a recorded state opens without a pin, older ones included.
 
 use tether::plugin::{Handle, Target};
+use tether_contract::Capability;
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Step, ensure, show};
 
-const CAPABILITY: &str = "ADDRESSABLE";
+const CAPABILITY: &str = Capability::Addressable.as_str();
 
 pub(super) fn group() -> Group {
     Group {

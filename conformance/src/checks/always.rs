@@ -4,8 +4,9 @@
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Step, ensure, show};
+use tether_contract::Capability;
 
-const CAPABILITY: &str = "FINGERPRINT";
+const CAPABILITY: &str = Capability::Fingerprint.as_str();
 
 pub(super) fn group() -> Group {
     Group {

@@ -3,12 +3,13 @@
 //! different sources; exactly one may win.
 
 use tether::plugin::{BackendError, Expected};
+use tether_contract::Capability;
 
 use super::fork::{BRANCH, is_ref_moved};
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, describe_error, ensure, fail, show};
 
-const CAPABILITY: &str = "CONDITIONAL_REF";
+const CAPABILITY: &str = Capability::ConditionalRef.as_str();
 
 /// How many forks race.
 const RACERS: usize = 8;

@@ -3,12 +3,13 @@
 //! engine's gc judges it, refusal to adopt, and deletion that re-checks.
 
 use serde_json::Value;
+use tether_contract::Capability;
 
 use super::fork::BRANCH;
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Problem, Step, Sys, ensure, expect_refused, show};
 
-const CAPABILITY: &str = "CREATE";
+const CAPABILITY: &str = Capability::Create.as_str();
 
 /// An owner that is not the suite's dataset.
 const STRANGER: &str = "conformance-stranger";
@@ -76,13 +77,13 @@ async fn is_ref_empty(ctx: Ctx) -> Outcome {
     let (sys, state) = created(&ctx).await?;
     expect_empty(&sys, &[], true, "right after create").await?;
     let mut ignoring = Vec::new();
-    if ctx.has("PIN") {
+    if ctx.has(Capability::Pin.as_str()) {
         let pin = sys.pin_state(&state).await?;
         expect_empty(&sys, &[], false, "after a pin").await?;
         ignoring.push(pin.ref_name);
         expect_empty(&sys, &ignoring, true, "after a pin").await?;
     }
-    if ctx.has("FORK") {
+    if ctx.has(Capability::Fork.as_str()) {
         let (wr, _) = sys.fork_from(&state, BRANCH).await?;
         expect_empty(&sys, &ignoring, false, "after a fork").await?;
         ignoring.push(wr);
@@ -129,7 +130,7 @@ async fn delete_rechecks(ctx: Ctx) -> Outcome {
         "delete-store naming another owner",
     )?;
     expect_owner(&sys, Some(ctx.dataset()), "after a refused delete-store").await?;
-    if ctx.has("FORK") {
+    if ctx.has(Capability::Fork.as_str()) {
         sys.fork_from(&state, BRANCH).await?;
         expect_refused(
             sys.delete_store(ctx.dataset()).await,

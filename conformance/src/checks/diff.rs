@@ -2,11 +2,12 @@
 
 use serde_json::Value;
 use tether::plugin::{BackendError, ObjectDiff};
+use tether_contract::Capability;
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Problem, Step, Sys, ensure};
 
-const CAPABILITY: &str = "DIFF";
+const CAPABILITY: &str = Capability::Diff.as_str();
 
 pub(super) fn group() -> Group {
     Group {

@@ -3,11 +3,12 @@
 
 use serde_json::Value;
 use tether::plugin::{BackendError, Expected};
+use tether_contract::Capability;
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Step, describe_error, ensure, expect_ref_moved, fail, show};
 
-const CAPABILITY: &str = "FORK";
+const CAPABILITY: &str = Capability::Fork.as_str();
 
 /// Branch names live under `tether.ws.` (`WORKING_REF_PREFIX`), the namespace
 /// `list-working-refs` reports.

@@ -2,11 +2,12 @@
 //! `at` (so users can register an object at any listed state).
 
 use tether::plugin::HistoryEntry;
+use tether_contract::Capability;
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Problem, Step, Sys, ensure, fail, show};
 
-const CAPABILITY: &str = "HISTORY";
+const CAPABILITY: &str = Capability::History.as_str();
 
 pub(super) fn group() -> Group {
     Group {

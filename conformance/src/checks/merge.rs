@@ -2,6 +2,7 @@
 //! conditional on the base head the plan reviewed.
 
 use tether::plugin::{BackendError, Expected, Target};
+use tether_contract::Capability;
 
 use super::fork::BRANCH;
 use super::{Group, check};
@@ -9,7 +10,7 @@ use crate::context::{
     Ctx, Outcome, Problem, Sys, describe_error, ensure, expect_ref_moved, fail, show,
 };
 
-const CAPABILITY: &str = "MERGE";
+const CAPABILITY: &str = Capability::Merge.as_str();
 
 pub(super) fn group() -> Group {
     Group {

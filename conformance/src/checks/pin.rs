@@ -3,11 +3,12 @@
 //! and removable.
 
 use tether::plugin::VerifyStatus;
+use tether_contract::Capability;
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Step, ensure, expect_refused, show};
 
-const CAPABILITY: &str = "PIN";
+const CAPABILITY: &str = Capability::Pin.as_str();
 
 pub(super) fn group() -> Group {
     Group {

@@ -3,6 +3,7 @@
 //! direction.
 
 use tether::plugin::{Expected, Target};
+use tether_contract::Capability;
 
 use super::fork::BRANCH;
 use super::{Group, check};
@@ -10,7 +11,7 @@ use crate::context::{
     Ctx, Outcome, Problem, Step, Sys, ensure, expect_ref_moved, expect_refused, show,
 };
 
-const CAPABILITY: &str = "PROMOTE";
+const CAPABILITY: &str = Capability::Promote.as_str();
 
 pub(super) fn group() -> Group {
     Group {

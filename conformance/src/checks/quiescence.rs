@@ -3,8 +3,9 @@
 
 use super::{Group, check};
 use crate::context::{Ctx, Outcome, Step};
+use tether_contract::Capability;
 
-const CAPABILITY: &str = "NEEDS_QUIESCENCE";
+const CAPABILITY: &str = Capability::NeedsQuiescence.as_str();
 
 pub(super) fn group() -> Group {
     Group {

@@ -6,57 +6,13 @@
 //! bytes for the same value. The sort is done here, not left to serde_json's
 //! map type, so a `preserve_order` feature enabled anywhere in the dependency
 //! graph cannot change the format.
+//!
+//! The format itself is `tether_contract::canonical`, shared with the SDK
+//! and the conformance suite; this module keeps the host's names for it.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The canonical JSON text of `value`.
-pub fn to_string(value: &Value) -> String {
-    let mut out = String::new();
-    write(value, &mut out);
-    out
-}
-
-/// The canonical JSON text of an object, without making it a [`Value`]
-/// first (a manifest's state is a map, and `verify` sends thousands).
-pub fn map_to_string(map: &Map<String, Value>) -> String {
-    let mut out = String::new();
-    write_map(map, &mut out);
-    out
-}
-
-fn write(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => write_map(map, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write(v, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-fn write_map(map: &Map<String, Value>, out: &mut String) {
-    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    // `str` ordering is byte ordering, which for UTF-8 is code point order.
-    entries.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-    out.push('{');
-    for (i, (k, v)) in entries.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        // serde_json's escaping; a `str` serialises infallibly.
-        out.push_str(&serde_json::to_string(k.as_str()).unwrap_or_default());
-        out.push(':');
-        write(v, out);
-    }
-    out.push('}');
-}
+pub use tether_contract::canonical::{map_to_string, to_string};
 
 /// Parse JSON text a plugin returned, naming what it was in the error.
 pub fn parse(text: &str, what: &str) -> Result<Value, String> {

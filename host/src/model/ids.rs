@@ -13,36 +13,33 @@
 //! - working ref `tether.ws.<dataset_id>.<slug>` (see [`bookmark_slug`]),
 //!   generations likewise; legacy `tether.ws.<dataset_id>.<workspace8>.<key-slug>`;
 //! - listing name: the full 64-hex sha256 of the same bytes as `h16`.
+//!
+//! The recipes shared with plugins and the conformance suite (canonical JSON,
+//! content states, pin ids, listing names, ref names and generations) live in
+//! the `tether-contract` crate; this module is the host's face on them, with
+//! the host-only parts (random ids, `manifest_hash`).
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::canonical;
 use super::error::{ModelError, Result};
-use super::toml_json::strip_nulls;
 
-/// Length of a dataset id in hex characters.
-pub const DATASET_ID_LEN: usize = 8;
+pub use tether_contract::ids::{
+    DATASET_ID_LEN, PIN_HASH_LEN, is_dataset_id, is_listing_name, listing_name, parse_pin_id,
+    pin_hash, pin_id, pin_input, sha256_hex,
+};
+pub use tether_contract::names::{
+    MAX_GENERATION, PinRef, REF_PREFIX, SLUG_HASH_LEN, WORKING_REF_PREFIX, WorkingRef,
+    bookmark_slug, parse_pin_ref, parse_working_ref, ref_for_pin, with_generation, working_ref,
+    working_ref_is_for,
+};
+
 /// Length of a workspace id in hex characters.
 pub const WORKSPACE_ID_LEN: usize = 32;
 /// Length of the short workspace id in legacy refs and `recover-<workspace8>`.
-pub const WORKSPACE_SHORT_LEN: usize = 8;
-/// Hex characters of the content hash in a pin id.
-pub const PIN_HASH_LEN: usize = 16;
+pub const WORKSPACE_SHORT_LEN: usize = tether_contract::names::WORKSPACE_SHORT_LEN;
 /// Hex characters of a `manifest_hash` as shown.
 pub const MANIFEST_HASH_LEN: usize = 12;
-/// Hex characters of the sha256 appended to an escaped bookmark slug.
-pub const SLUG_HASH_LEN: usize = 6;
-/// The highest generation a ref may carry (`.2` … `.1000`).
-pub const MAX_GENERATION: u32 = 1000;
-/// Every name tether writes into a store starts with this.
-pub const REF_PREFIX: &str = "tether.";
-/// Working refs start with this.
-pub const WORKING_REF_PREFIX: &str = "tether.ws.";
-
-fn is_lower_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
 
 fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
@@ -52,19 +49,9 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(buf)
 }
 
-/// `sha256(bytes)` as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 /// A fresh random dataset id (8 lowercase hex).
 pub fn new_dataset_id() -> String {
     random_hex(DATASET_ID_LEN / 2)
-}
-
-/// Whether `id` is a dataset id.
-pub fn is_dataset_id(id: &str) -> bool {
-    is_lower_hex(id, DATASET_ID_LEN)
 }
 
 /// Refuse anything but 8 lowercase hex (`init --dataset-id`, `tether.toml`).
@@ -83,7 +70,7 @@ pub fn new_workspace_id() -> String {
 
 /// Whether `id` is a workspace id.
 pub fn is_workspace_id(id: &str) -> bool {
-    is_lower_hex(id, WORKSPACE_ID_LEN)
+    tether_contract::ids::is_lower_hex(id, WORKSPACE_ID_LEN)
 }
 
 /// The short form of a workspace id (its first 8 characters), as legacy refs,
@@ -94,242 +81,10 @@ pub fn workspace_short(id: &str) -> &str {
 
 /// The content part of a state: the state less the backend's volatile
 /// (address) keys, and less `null` members (absent and `null` are one value,
-/// see `model::toml_json`). Equality, pin ids and listing names use only this.
+/// see `model::toml_json` and `tether_contract::state`). Equality, pin ids
+/// and listing names use only this.
 pub fn content_state(state: &Map<String, Value>, volatile_keys: &[&str]) -> Map<String, Value> {
-    state
-        .iter()
-        .filter(|(k, v)| !v.is_null() && !volatile_keys.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), strip_nulls(v)))
-        .collect()
-}
-
-/// The bytes pin ids and listing names hash: the canonical JSON of
-/// `[kind, identity, content_state]` (nulls stripped from both objects).
-pub fn pin_input(kind: &str, identity: &Value, content_state: &Value) -> String {
-    canonical::to_string(&Value::Array(vec![
-        Value::String(kind.to_string()),
-        strip_nulls(identity),
-        strip_nulls(content_state),
-    ]))
-}
-
-/// `h16`: the first 16 hex of `sha256(pin_input(...))`.
-pub fn pin_hash(kind: &str, identity: &Value, content_state: &Value) -> String {
-    let mut h = sha256_hex(pin_input(kind, identity, content_state).as_bytes());
-    h.truncate(PIN_HASH_LEN);
-    h
-}
-
-/// The pin id `<dataset_id>.<h16>` of a content state. Callers pass the
-/// *content* state ([`content_state`]) and the backend's identity of the
-/// locator.
-pub fn pin_id(dataset_id: &str, kind: &str, identity: &Value, content_state: &Value) -> String {
-    format!("{dataset_id}.{}", pin_hash(kind, identity, content_state))
-}
-
-/// The listing name of a state: the full sha256 hex of the pin id's input,
-/// without the dataset id, so datasets sharing a store share listings, and
-/// the first 16 characters equal the pin id's hash.
-pub fn listing_name(kind: &str, identity: &Value, content_state: &Value) -> String {
-    sha256_hex(pin_input(kind, identity, content_state).as_bytes())
-}
-
-/// Whether `name` is a listing name (64 lowercase hex).
-pub fn is_listing_name(name: &str) -> bool {
-    is_lower_hex(name, 64)
-}
-
-/// The native ref of a pin: `tether.<pin_id>`.
-pub fn ref_for_pin(pin_id: &str) -> String {
-    format!("{REF_PREFIX}{pin_id}")
-}
-
-/// `name` at a generation: generation 1 is `name` itself, 2..=1000 append
-/// `.N`. Used for pins and working refs of stores that cannot move a ref in
-/// place (Lance, Neon make siblings).
-///
-/// # Panics
-/// On a generation outside 1..=1000, which is a caller bug.
-pub fn with_generation(name: &str, generation: u32) -> String {
-    assert!(
-        (1..=MAX_GENERATION).contains(&generation),
-        "generation {generation} outside 1..={MAX_GENERATION}"
-    );
-    if generation == 1 {
-        name.to_string()
-    } else {
-        format!("{name}.{generation}")
-    }
-}
-
-/// Split a trailing `.N` generation (2..=1000, decimal, no leading zero)
-/// off `name`; no suffix is generation 1.
-fn split_generation(name: &str) -> (&str, u32) {
-    if let Some((base, last)) = name.rsplit_once('.')
-        && !last.is_empty()
-        && !last.starts_with('0')
-        && last.bytes().all(|b| b.is_ascii_digit())
-        && let Ok(n) = last.parse::<u32>()
-        && (2..=MAX_GENERATION).contains(&n)
-    {
-        return (base, n);
-    }
-    (name, 1)
-}
-
-/// A parsed pin ref.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PinRef {
-    /// The dataset namespace it belongs to.
-    pub dataset_id: String,
-    /// The 16-hex content hash.
-    pub hash: String,
-    /// 1 for `tether.<pin_id>`, N for `tether.<pin_id>.N`.
-    pub generation: u32,
-}
-
-impl PinRef {
-    /// `<dataset_id>.<hash>`.
-    pub fn pin_id(&self) -> String {
-        format!("{}.{}", self.dataset_id, self.hash)
-    }
-}
-
-/// Parse `tether.<8hex>.<16hex>[.N]`; `None` for anything else (working
-/// refs, foreign names).
-pub fn parse_pin_ref(name: &str) -> Option<PinRef> {
-    let rest = name.strip_prefix(REF_PREFIX)?;
-    let (base, generation) = split_generation(rest);
-    let (dataset_id, hash) = base.split_once('.')?;
-    (is_dataset_id(dataset_id) && is_lower_hex(hash, PIN_HASH_LEN)).then(|| PinRef {
-        dataset_id: dataset_id.to_string(),
-        hash: hash.to_string(),
-        generation,
-    })
-}
-
-/// Parse a pin id `<8hex>.<16hex>` into (dataset id, hash).
-pub fn parse_pin_id(pin_id: &str) -> Option<(&str, &str)> {
-    let (d, h) = pin_id.split_once('.')?;
-    (is_dataset_id(d) && is_lower_hex(h, PIN_HASH_LEN)).then_some((d, h))
-}
-
-fn is_slug_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '-'
-}
-
-/// The part of a working ref that stands for a bookmark: the bookmark itself
-/// when it matches `[A-Za-z0-9_-]+`, otherwise every other character
-/// (Unicode scalar value) replaced by `-`, then `-` and the first 6 hex of
-/// `sha256(bookmark as UTF-8)` appended, so `feat/x` and `feat-x` differ.
-pub fn bookmark_slug(bookmark: &str) -> String {
-    if !bookmark.is_empty() && bookmark.chars().all(is_slug_char) {
-        return bookmark.to_string();
-    }
-    let mut slug: String = bookmark
-        .chars()
-        .map(|c| if is_slug_char(c) { c } else { '-' })
-        .collect();
-    slug.push('-');
-    slug.push_str(&sha256_hex(bookmark.as_bytes())[..SLUG_HASH_LEN]);
-    slug
-}
-
-/// The store branch of a bookmark: `tether.ws.<dataset_id>.<slug>`.
-pub fn working_ref(dataset_id: &str, bookmark: &str) -> String {
-    format!(
-        "{WORKING_REF_PREFIX}{dataset_id}.{}",
-        bookmark_slug(bookmark)
-    )
-}
-
-/// A parsed working ref.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkingRef {
-    /// `tether.ws.<dataset_id>.<slug>[.N]`: a bookmark's branch.
-    Bookmark {
-        /// The dataset namespace.
-        dataset_id: String,
-        /// The bookmark slug ([`bookmark_slug`]); an escaped one cannot be
-        /// turned back into the bookmark, only compared with a slug.
-        slug: String,
-        /// 1, or N for a `.N` sibling.
-        generation: u32,
-    },
-    /// `tether.ws.<dataset_id>.<workspace8>.<key-slug>[.N]`: a per-workspace
-    /// branch from before bookmarks.
-    Legacy {
-        /// The dataset namespace.
-        dataset_id: String,
-        /// The first 8 hex of the workspace id that made it.
-        workspace: String,
-        /// The object key's slug, as the old scheme wrote it.
-        key_slug: String,
-        /// 1, or N for a `.N` sibling.
-        generation: u32,
-    },
-}
-
-impl WorkingRef {
-    /// The dataset namespace of either form.
-    pub fn dataset_id(&self) -> &str {
-        match self {
-            WorkingRef::Bookmark { dataset_id, .. } | WorkingRef::Legacy { dataset_id, .. } => {
-                dataset_id
-            }
-        }
-    }
-
-    /// The generation of either form.
-    pub fn generation(&self) -> u32 {
-        match self {
-            WorkingRef::Bookmark { generation, .. } | WorkingRef::Legacy { generation, .. } => {
-                *generation
-            }
-        }
-    }
-}
-
-/// Parse a working ref; `None` for pins and foreign names.
-///
-/// A slug never holds a `.`, so `tether.ws.<id>.<slug>` has one part after
-/// the id. Two parts are either a generation (`<slug>.N`, N in 2..=1000 with
-/// no leading zero) or, when the first is 8 lowercase hex and the second is
-/// not such a number, the legacy `<workspace8>.<key-slug>`. A legacy name
-/// whose key slug is itself a number in 2..=1000 would read as a generation;
-/// the legacy scheme appended a hash to key slugs, so it never wrote one.
-pub fn parse_working_ref(name: &str) -> Option<WorkingRef> {
-    let rest = name.strip_prefix(WORKING_REF_PREFIX)?;
-    let (dataset_id, rest) = rest.split_once('.')?;
-    if !is_dataset_id(dataset_id) {
-        return None;
-    }
-    let (base, generation) = split_generation(rest);
-    let parts: Vec<&str> = base.split('.').collect();
-    let valid_slug = |s: &str| !s.is_empty() && s.chars().all(is_slug_char);
-    match parts.as_slice() {
-        [slug] if valid_slug(slug) => Some(WorkingRef::Bookmark {
-            dataset_id: dataset_id.to_string(),
-            slug: slug.to_string(),
-            generation,
-        }),
-        [ws, key_slug] if is_lower_hex(ws, WORKSPACE_SHORT_LEN) && !key_slug.is_empty() => {
-            Some(WorkingRef::Legacy {
-                dataset_id: dataset_id.to_string(),
-                workspace: ws.to_string(),
-                key_slug: key_slug.to_string(),
-                generation,
-            })
-        }
-        _ => None,
-    }
-}
-
-/// Whether a working ref (any generation) stands for `bookmark` in `dataset_id`.
-pub fn working_ref_is_for(name: &str, dataset_id: &str, bookmark: &str) -> bool {
-    matches!(parse_working_ref(name),
-        Some(WorkingRef::Bookmark { dataset_id: d, slug, .. })
-            if d == dataset_id && slug == bookmark_slug(bookmark))
+    tether_contract::state::content_state_map(state, volatile_keys)
 }
 
 /// The bytes `manifest_hash` digests: the canonical JSON of the array of

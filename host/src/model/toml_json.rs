@@ -43,23 +43,9 @@ pub fn parse_table(text: &str) -> Result<toml::Table, String> {
     )
 }
 
-/// Remove every `null` member of every object, recursively (arrays keep
-/// their elements). The normal form of a locator or state.
-pub fn strip_nulls(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(strip_nulls_map(map)),
-        Value::Array(items) => Value::Array(items.iter().map(strip_nulls).collect()),
-        other => other.clone(),
-    }
-}
-
-/// [`strip_nulls`] of an object.
-pub fn strip_nulls_map(map: &Map<String, Value>) -> Map<String, Value> {
-    map.iter()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| (k.clone(), strip_nulls(v)))
-        .collect()
-}
+/// `null` members dropped at any depth: the one null rule, shared with the
+/// SDK (`tether_contract::state`).
+pub use tether_contract::state::{strip_nulls, strip_nulls_map};
 
 /// The TOML form of a JSON value. `Err` says why it cannot be stored; the
 /// caller names the value.

@@ -33,6 +33,6 @@ pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
 };
 pub use types::{
-    ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff, PinRef, Target,
-    VerifyReport, VerifyStatus,
+    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff,
+    PinRef, Target, VerifyReport, VerifyStatus,
 };

@@ -22,7 +22,7 @@ use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
 use super::storage::Grants;
-use super::types::{Descriptor, HOST_ABI};
+use super::types::{Capability, Descriptor, HOST_ABI};
 
 /// How often the epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -510,24 +510,16 @@ fn empty_descriptor() -> Descriptor {
     }
 }
 
-/// The capability names the contract defines.
-pub const KNOWN_CAPABILITIES: &[&str] = &[
-    "FINGERPRINT",
-    "ADDRESSABLE",
-    "PIN",
-    "FORK",
-    "CHEAP_FINGERPRINT",
-    "RETENTION_BOUND",
-    "NEEDS_QUIESCENCE",
-    "ATOMIC_REF",
-    "CONDITIONAL_REF",
-    "DIFF",
-    "HISTORY",
-    "BRANCH_IS_STORAGE",
-    "PROMOTE",
-    "MERGE",
-    "CREATE",
-];
+/// The capability names the contract defines (`Capability::ALL`'s names).
+pub const KNOWN_CAPABILITIES: &[&str] = &{
+    let mut names = [""; Capability::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Capability::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
     let kind_ok = !d.kind.is_empty()
@@ -540,7 +532,7 @@ fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
             d.kind
         ));
     }
-    if !d.has("FINGERPRINT") {
+    if !d.declares(Capability::Fingerprint) {
         return Err(format!(
             "kind {} does not declare FINGERPRINT, which every backend must",
             d.kind

@@ -672,27 +672,14 @@ fn content_etag(data: &[u8]) -> String {
     hex
 }
 
-/// RFC 3339 in UTC from seconds and nanoseconds since the Unix epoch, without
-/// pulling a date crate in for one format.
+/// RFC 3339 in UTC from seconds and nanoseconds since the Unix epoch, the
+/// fraction printed only as far as it is not zero (`.5`, not `.500`).
 fn rfc3339(secs: i64, nanos: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let mut s = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    );
+    // Out of chrono's range (±262,000 years) is no mtime a store reports.
+    let Some(at) = chrono::DateTime::from_timestamp(secs, nanos) else {
+        return String::new();
+    };
+    let mut s = at.format("%Y-%m-%dT%H:%M:%S").to_string();
     if nanos != 0 {
         let frac = format!("{nanos:09}");
         s.push('.');

@@ -11,7 +11,10 @@ use crate::model::canonical;
 
 /// The contract version this host implements. It serves plugins built against
 /// any `0.1.x` (wasmtime links `0.1.x` names as one track), and refuses others.
-pub const HOST_ABI: &str = "0.1.2";
+pub const HOST_ABI: &str = tether_contract::ABI_VERSION;
+
+/// The capability names, one enum shared with the SDK and conformance.
+pub use tether_contract::Capability;
 
 /// A native ref pinning a state (`tether.<pin_id>` or a later generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,14 +139,19 @@ impl Descriptor {
         self.capabilities.iter().any(|c| c == capability)
     }
 
+    /// Whether the descriptor declares `capability`.
+    pub fn declares(&self, capability: Capability) -> bool {
+        self.has(capability.as_str())
+    }
+
     /// The spec's tier name for a set of capabilities.
     pub fn tier_of(capabilities: &[String]) -> &'static str {
-        let has = |c: &str| capabilities.iter().any(|x| x == c);
-        if has("FORK") {
+        let has = |c: Capability| capabilities.iter().any(|x| x == c.as_str());
+        if has(Capability::Fork) {
             "Forkable"
-        } else if has("PIN") {
+        } else if has(Capability::Pin) {
             "Pinnable"
-        } else if has("ADDRESSABLE") {
+        } else if has(Capability::Addressable) {
             "Addressable"
         } else {
             "Observed"

@@ -94,15 +94,16 @@ mod state;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tether_sdk::kit;
 use tether_sdk::storage::{Bucket, PutMode, StorageError};
 use tether_sdk::tree::{self, EntryKind};
-use tether_sdk::{Backend, Descriptor, Error, ObjectDiff, Result, cap, descriptor};
+use tether_sdk::{Backend, Capability, Descriptor, Error, ObjectDiff, Result, cap, descriptor};
 
 pub use harness::FileHarness;
 pub use state::{DirListing, ListedEntry};
 
 /// Capabilities of every local file object.
-pub const CAPABILITIES: &[&str] = &[
+pub const CAPABILITIES: &[Capability] = &[
     cap::FINGERPRINT,
     cap::CHEAP_FINGERPRINT,
     cap::DIFF,
@@ -118,6 +119,13 @@ pub const OWNER_MARKER: &str = ".tether-owner";
 const OBJECT_STORE_SCHEMES: &[&str] = &[
     "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https",
 ];
+
+/// A file object's locator: `uri`, or its alias `path` (see the crate docs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Locator {
+    #[serde(alias = "path")]
+    uri: String,
+}
 
 #[derive(Deserialize)]
 struct Marker {
@@ -135,21 +143,10 @@ enum Location {
     Object(String),
 }
 
-fn raw_uri(locator: &Value) -> Result<&str> {
-    ["uri", "path"]
-        .iter()
-        .find_map(|k| locator.get(*k))
-        .ok_or_else(|| {
-            Error::invalid("a file locator needs `uri` (a local path or s3://bucket/prefix/)")
-        })?
-        .as_str()
-        .ok_or_else(|| Error::invalid("locator `uri` must be a string"))
-}
-
-fn location(locator: &Value) -> Result<Location> {
-    let raw = raw_uri(locator)?;
+fn location(locator: &Locator) -> Result<Location> {
+    let raw = locator.uri.as_str();
     let Some(rest) = raw.strip_prefix("s3://") else {
-        return local_path(locator).map(Location::Local);
+        return local_path(raw).map(Location::Local);
     };
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
@@ -221,10 +218,9 @@ fn local_only(what: &str) -> Error {
     ))
 }
 
-/// The local path a locator names: `uri` (or `path`), `file://` folded,
-/// absolute. Not resolved: the host does that (`tree::realpath`).
-fn local_path(locator: &Value) -> Result<String> {
-    let raw = raw_uri(locator)?;
+/// The local path a locator's `uri` names: `file://` folded, absolute. Not
+/// resolved: the host does that (`tree::realpath`).
+fn local_path(raw: &str) -> Result<String> {
     let path = if let Some(rest) = raw.strip_prefix("file://") {
         rest.strip_prefix("localhost").unwrap_or(rest)
     } else if let Some((scheme, _)) = raw.split_once("://") {
@@ -299,6 +295,8 @@ impl FileBackend {
 }
 
 impl Backend for FileBackend {
+    type Locator = Locator;
+
     fn describe(&self) -> Descriptor {
         let keys = || vec!["uri".to_owned(), "path".to_owned()];
         Descriptor {
@@ -309,11 +307,11 @@ impl Backend for FileBackend {
         }
     }
 
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
+    fn validate_locator(&self, locator: &Locator) -> Result<()> {
         location(locator).map(|_| ())
     }
 
-    fn identity(&self, locator: &Value) -> Result<Value> {
+    fn identity(&self, locator: &Locator) -> Result<Value> {
         match location(locator)? {
             Location::Local(path) => Ok(json!({ "uri": tree::realpath(&path)? })),
             Location::Prefix { identity, .. } => Ok(json!({ "uri": identity })),
@@ -321,16 +319,16 @@ impl Backend for FileBackend {
         }
     }
 
-    fn effective_capabilities(&self, locator: &Value, _policy: &Value) -> Result<Vec<String>> {
+    fn effective_capabilities(&self, locator: &Locator, _policy: &Value) -> Result<Vec<String>> {
         // Always Observed; only local directories can be created.
         let mut caps = self.describe().capabilities;
         if !matches!(location(locator)?, Location::Local(_)) {
-            caps.retain(|c| c != cap::CREATE);
+            caps.retain(|c| c != cap::CREATE.as_str());
         }
         Ok(caps)
     }
 
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+    fn fingerprint(&self, locator: &Locator, working_ref: Option<&str>) -> Result<Value> {
         if let Some(name) = working_ref {
             return Err(Error::Capability(format!(
                 "the file backend has no working refs (asked for {name})"
@@ -343,7 +341,7 @@ impl Backend for FileBackend {
         }
     }
 
-    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+    fn listing(&self, locator: &Locator, state: &Value) -> Result<Option<String>> {
         match location(locator)? {
             Location::Prefix { storage, .. } => {
                 if state.get("type").and_then(Value::as_str) != Some("prefix") {
@@ -359,7 +357,7 @@ impl Backend for FileBackend {
         if state.get("type").and_then(Value::as_str) != Some("dir") {
             return Ok(None);
         }
-        let path = local_path(locator)?;
+        let path = local_path(&locator.uri)?;
         let real = tree::realpath(&path)?;
         match tree::stat(&real)? {
             Some(e) if e.kind == EntryKind::Dir => {}
@@ -377,7 +375,7 @@ impl Backend for FileBackend {
 
     fn diff(
         &self,
-        _locator: &Value,
+        _locator: &Locator,
         a: &Value,
         b: &Value,
         listing_a: Option<&str>,
@@ -386,7 +384,7 @@ impl Backend for FileBackend {
         state::diff(a, b, listing_a, listing_b)
     }
 
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+    fn create(&self, locator: &Locator, owner: &str) -> Result<Value> {
         let Location::Local(path) = location(locator)? else {
             return Err(local_only("creates"));
         };
@@ -410,14 +408,14 @@ impl Backend for FileBackend {
         Self::state_at(&path)
     }
 
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+    fn owner(&self, locator: &Locator) -> Result<Option<String>> {
         match location(locator)? {
             Location::Local(path) => Self::read_owner(&path),
             Location::Prefix { .. } | Location::Object(_) => Ok(None),
         }
     }
 
-    fn is_ref_empty(&self, locator: &Value, _ignoring: &[String]) -> Result<Option<bool>> {
+    fn is_ref_empty(&self, locator: &Locator, _ignoring: &[String]) -> Result<Option<bool>> {
         // No refs here: empty means no data but the marker.
         let Location::Local(path) = location(locator)? else {
             return Ok(None);
@@ -429,32 +427,18 @@ impl Backend for FileBackend {
         }
     }
 
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+    fn delete_store(&self, locator: &Locator, owner: &str) -> Result<()> {
         let Location::Local(path) = location(locator)? else {
             return Err(local_only("deletes"));
         };
         if tree::stat(&path)?.is_none() {
             return Ok(());
         }
-        // Re-check right before the irreversible step: the marker, then emptiness.
-        match Self::read_owner(&path)? {
-            Some(o) if o == owner => {}
-            Some(o) => {
-                return Err(Error::backend(format!(
-                    "{path} is owned by {o}, not {owner}; not deleting"
-                )));
-            }
-            None => {
-                return Err(Error::backend(format!(
-                    "{path} has no owner marker; tether did not create it, not deleting"
-                )));
-            }
-        }
-        if !tree::is_empty(&path)? {
-            return Err(Error::backend(format!(
-                "{path} holds files; they are data, not deleting"
-            )));
-        }
+        // Re-check right before the irreversible step: the marker, then
+        // emptiness (files are data).
+        kit::guard_delete(&path, Self::read_owner(&path)?.as_deref(), owner, || {
+            Ok(tree::is_empty(&path)?)
+        })?;
         let bucket = Bucket::open(&path)?;
         bucket.delete(OWNER_MARKER)?;
         match tree::remove_empty_dir(&path) {

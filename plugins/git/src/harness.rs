@@ -4,26 +4,17 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use tether_sdk::harness::child_uri;
+use tether_sdk::harness::scratch_child_dir;
+use tether_sdk::kit::random_hex;
 use tether_sdk::{Error, Harness, Result};
 
 use crate::refs::Prev;
-use crate::repo::Repo;
-use crate::{checkout, commit_object, in_memory, init, odb, random_hex};
+use crate::repo::{Locator, Repo};
+use crate::{checkout, commit_object, in_memory, init, odb};
 
 /// Makes git objects for `tether-conformance`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GitHarness;
-
-fn scratch_dir(scratch_uri: &str) -> Result<String> {
-    let path = scratch_uri.strip_prefix("file://").unwrap_or(scratch_uri);
-    if !path.starts_with('/') {
-        return Err(Error::Capability(format!(
-            "the git harness needs a local scratch directory, not {scratch_uri}"
-        )));
-    }
-    Ok(path.trim_end_matches('/').to_string())
-}
 
 /// Commit a new file on branch `full` (a child of its head), moving the
 /// checkout along when the branch is checked out in the main worktree.
@@ -68,30 +59,29 @@ fn commit_file(repo: &Repo, full: &str, name: &str, content: &str) -> Result<()>
 }
 
 impl Harness for GitHarness {
+    type Locator = Locator;
+
     fn new_object(&self, scratch_uri: &str) -> Result<Value> {
-        let dir = child_uri(
-            &scratch_dir(scratch_uri)?,
-            &format!("git-{}", random_hex()?),
-        );
+        let dir = scratch_child_dir(scratch_uri, "git", "git")?;
         init(Path::new(&dir), "main", None)?;
         let locator = json!({ "path": dir });
-        let repo = Repo::open(&locator)?;
+        let repo = Repo::open(&Locator::parse(&locator)?)?;
         commit_file(
             &repo,
             "refs/heads/main",
             "a.txt",
-            &format!("alpha {}\n", random_hex()?),
+            &format!("alpha {}\n", random_hex(8)?),
         )?;
         Ok(locator)
     }
 
-    fn mutate(&self, locator: &Value, working_ref: Option<&str>) -> Result<()> {
+    fn mutate(&self, locator: &Locator, working_ref: Option<&str>) -> Result<()> {
         let repo = Repo::open(locator)?;
         let full = match working_ref {
             Some(name) => Repo::branch_ref(name),
             None => repo.base_branch()?,
         };
-        let id = random_hex()?;
+        let id = random_hex(8)?;
         commit_file(
             &repo,
             &full,
@@ -101,10 +91,7 @@ impl Harness for GitHarness {
     }
 
     fn fresh_locator(&self, scratch_uri: &str) -> Result<Value> {
-        let dir = child_uri(
-            &scratch_dir(scratch_uri)?,
-            &format!("fresh-{}", random_hex()?),
-        );
+        let dir = scratch_child_dir(scratch_uri, "git", "fresh")?;
         Ok(json!({ "path": dir }))
     }
 }

@@ -70,10 +70,10 @@ use gix::ObjectId;
 use gix::bstr::ByteSlice;
 use gix::objs::{Kind, WriteTo};
 use serde_json::{Value, json};
+use tether_sdk::kit::{self, CasRef, PinCheck, Swap};
 use tether_sdk::{
-    Backend, Change, DescribeExt, DescribeFs, Descriptor, Error, Expected, Handle, HistoryEntry,
-    ObjectDiff, PinRef, Result, Target, VerifyReport, VerifyStatus, cap, check_expected,
-    descriptor,
+    Backend, Capability, Change, DescribeExt, DescribeFs, Descriptor, Error, Expected, Handle,
+    HistoryEntry, ObjectDiff, PinRef, Result, Target, VerifyReport, VerifyStatus, cap, descriptor,
 };
 
 pub use harness::GitHarness;
@@ -82,7 +82,7 @@ use remote::Remote;
 use repo::{Repo, SIGNATURE_EMAIL, SIGNATURE_NAME, full_state, state_json, state_sha};
 
 /// Capabilities of every git object.
-pub const CAPABILITIES: &[&str] = &[
+pub const CAPABILITIES: &[Capability] = &[
     cap::FINGERPRINT,
     cap::ADDRESSABLE,
     cap::PIN,
@@ -117,16 +117,6 @@ pub fn empty_root() -> Result<(ObjectId, Vec<u8>)> {
 
 /// The fixed date of the root commit (2000-01-01T00:00:00Z).
 const ROOT_TIME: i64 = 946_684_800;
-
-/// How often an unconditional move retries after losing a race.
-const MOVE_ATTEMPTS: usize = 8;
-
-/// 16 random hex digits (wasi:random), for temp-file and scratch names.
-pub(crate) fn random_hex() -> Result<String> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Other(format!("no randomness: {e}")))?;
-    Ok(hex::encode(bytes))
-}
 
 fn volatile() -> Vec<String> {
     VOLATILE_KEYS.iter().map(|k| k.to_string()).collect()
@@ -242,62 +232,22 @@ impl GitBackend {
         Ok(())
     }
 
-    /// Move branch `full` to what `next` computes from its current head, as a
-    /// compare-and-swap after checking `expected`; when the branch is checked
-    /// out in the main worktree, the checkout follows (refused when dirty).
-    /// Returns the resulting head.
+    /// Move branch `full` to what `next` computes from its current head
+    /// ([`kit::move_ref`]); when the branch is checked out in the main
+    /// worktree, the checkout follows (refused when dirty). Returns the
+    /// resulting head.
     fn move_branch(
         repo: &Repo,
         full: &str,
         expected: &Expected,
         mut next: impl FnMut(Option<ObjectId>) -> Result<Option<ObjectId>>,
     ) -> Result<ObjectId> {
-        let what = format!("branch {}", short(full));
-        let checked_out = repo.is_main_checkout(full)?;
-        for _ in 0..MOVE_ATTEMPTS {
-            let head = repo.refs.resolve(full)?;
-            check_expected(
-                &what,
-                head.map(|h| state_json(h, None)).as_ref(),
-                expected,
-                &volatile(),
-            )?;
-            let target = match next(head)? {
-                Some(target) if Some(target) != head => target,
-                _ => {
-                    return head.ok_or_else(|| Error::not_found(format!("{what} does not exist")));
-                }
-            };
-            let prev = head.map(Prev::At).unwrap_or(Prev::Absent);
-            let moved = repo.refs.update(full, prev, target, |old| {
-                if checked_out {
-                    if let Some(why) = checkout::dirt(repo)? {
-                        return Err(Error::backend(format!(
-                            "the checkout at {} has uncommitted changes ({why}); commit or \
-                             stash them, then retry",
-                            repo.loc.path
-                        )));
-                    }
-                    checkout::sync(repo, old, target)?;
-                }
-                Ok(())
-            });
-            match moved {
-                Ok(()) => return Ok(target),
-                Err(Error::RefMoved(m)) if matches!(expected, Expected::Unconditional) => {
-                    tether_sdk::debug!("{m}; retrying");
-                }
-                Err(Error::RefMoved(m)) => {
-                    return Err(Error::ref_moved(format!(
-                        "{what} moved concurrently ({m}); nothing was written"
-                    )));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::backend(format!(
-            "{what} kept moving; gave up after {MOVE_ATTEMPTS} attempts"
-        )))
+        let branch = Branch {
+            repo,
+            full,
+            checked_out: repo.is_main_checkout(full)?,
+        };
+        kit::move_ref(&branch, expected, &volatile(), |head| next(head.copied()))
     }
 
     /// Create tag `tether.<pin-id>` at `sha`, or find it there.
@@ -422,7 +372,57 @@ impl GitBackend {
     }
 }
 
+/// A branch as [`kit::move_ref`] moves it: a locked ref update from the head
+/// read, moving the main worktree's checkout along when it is checked out.
+struct Branch<'a> {
+    repo: &'a Repo,
+    full: &'a str,
+    checked_out: bool,
+}
+
+impl CasRef for Branch<'_> {
+    type Head = ObjectId;
+    type Token = ObjectId;
+
+    fn name(&self) -> String {
+        format!("branch {}", short(self.full))
+    }
+
+    fn read(&self) -> Result<Option<(ObjectId, ObjectId)>> {
+        Ok(self.repo.refs.resolve(self.full)?.map(|h| (h, h)))
+    }
+
+    fn state(&self, head: &ObjectId) -> Value {
+        state_json(*head, None)
+    }
+
+    fn swap(&self, token: Option<ObjectId>, target: &ObjectId) -> Result<Swap> {
+        let (repo, target) = (self.repo, *target);
+        let prev = token.map(Prev::At).unwrap_or(Prev::Absent);
+        let moved = repo.refs.update(self.full, prev, target, |old| {
+            if self.checked_out {
+                if let Some(why) = checkout::dirt(repo)? {
+                    return Err(Error::backend(format!(
+                        "the checkout at {} has uncommitted changes ({why}); commit or \
+                         stash them, then retry",
+                        repo.loc.path
+                    )));
+                }
+                checkout::sync(repo, old, target)?;
+            }
+            Ok(())
+        });
+        match moved {
+            Ok(()) => Ok(Swap::Moved),
+            Err(Error::RefMoved(m)) => Ok(Swap::Lost(m)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl Backend for GitBackend {
+    type Locator = repo::Locator;
+
     fn configure(&mut self, config: Value) -> Result<()> {
         self.remote = match config.get("remote") {
             None | Some(Value::Null) => None,
@@ -449,8 +449,8 @@ impl Backend for GitBackend {
         }
     }
 
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
-        let loc = repo::Locator::parse(locator)?;
+    fn validate_locator(&self, locator: &repo::Locator) -> Result<()> {
+        let loc = locator;
         let path = Path::new(&loc.path);
         if path.join("tether.toml").is_file() || path.join(".tether").is_dir() {
             return Err(Error::invalid(format!(
@@ -466,12 +466,12 @@ impl Backend for GitBackend {
         Ok(())
     }
 
-    fn identity(&self, locator: &Value) -> Result<Value> {
-        let loc = repo::Locator::parse(locator)?;
+    fn identity(&self, locator: &repo::Locator) -> Result<Value> {
+        let loc = locator;
         Ok(json!({ "path": loc.path }))
     }
 
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+    fn fingerprint(&self, locator: &repo::Locator, working_ref: Option<&str>) -> Result<Value> {
         let repo = Repo::open(locator)?;
         let (sha, checked_out) = match working_ref {
             Some(name) => {
@@ -498,7 +498,7 @@ impl Backend for GitBackend {
         Ok(full_state(&repo, sha, dirty))
     }
 
-    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+    fn pin(&self, locator: &repo::Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
         let repo = Repo::open(locator)?;
         let sha = state_sha(state)?;
         if state.get("dirty") == Some(&Value::Bool(true)) && !repo.loc.allow_dirty() {
@@ -525,7 +525,7 @@ impl Backend for GitBackend {
         Ok(pin)
     }
 
-    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+    fn unpin(&self, locator: &repo::Locator, pin: &PinRef) -> Result<()> {
         let repo = Repo::open(locator)?;
         let full = Repo::tag_ref(&pin.ref_);
         // The remote first: a tag left there alone would be a pin nobody
@@ -545,7 +545,7 @@ impl Backend for GitBackend {
         }
     }
 
-    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_pins(&self, locator: &repo::Locator) -> Result<Vec<String>> {
         let repo = Repo::open(locator)?;
         Ok(repo
             .refs
@@ -558,41 +558,37 @@ impl Backend for GitBackend {
 
     fn verify(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         state: &Value,
         pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport> {
         let repo = Repo::open(locator)?;
         let sha = state_sha(state)?;
-        let report = |status, message: String| Ok(VerifyReport { status, message });
-        if let Some(pin) = pin {
-            let at = repo.refs.resolve(&Repo::tag_ref(&pin.ref_))?;
-            return match at {
-                None => report(VerifyStatus::Missing, format!("tag {} is gone", pin.ref_)),
-                Some(at) if at != sha => report(
-                    VerifyStatus::Drifted,
-                    format!("tag {} points at {at} instead of {sha}", pin.ref_),
-                ),
-                Some(_) if deep && !repo.has_commit(sha) => {
-                    report(VerifyStatus::Missing, format!("commit {sha} is gone"))
-                }
-                Some(_) => self.verify_pushed(&repo, pin, sha),
-            };
-        }
-        if !deep {
-            return report(VerifyStatus::Unknown, "no pin to check".into());
-        }
-        if repo.has_commit(sha) {
-            report(VerifyStatus::Ok, format!("commit {sha} is readable"))
-        } else {
-            report(VerifyStatus::Missing, format!("commit {sha} is gone"))
+        let live = match pin {
+            Some(pin) => repo
+                .refs
+                .resolve(&Repo::tag_ref(&pin.ref_))?
+                .map(|at| (pin.ref_.clone(), at)),
+            None => None,
+        };
+        let check = PinCheck {
+            pin,
+            state: sha,
+            noun: "commit",
+            deep,
+        };
+        let report = check.report(live, |sha| Ok(repo.has_commit(*sha)))?;
+        match pin {
+            // With a remote, a pin is a pin only where it was pushed.
+            Some(pin) if report.status == VerifyStatus::Ok => self.verify_pushed(&repo, pin, sha),
+            _ => Ok(report),
         }
     }
 
     fn fork(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
@@ -606,7 +602,7 @@ impl Backend for GitBackend {
         Ok(name.to_string())
     }
 
-    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+    fn delete_working_ref(&self, locator: &repo::Locator, working_ref: &str) -> Result<()> {
         let repo = Repo::open(locator)?;
         Self::refuse_busy(&repo, working_ref, "delete_working_ref")?;
         let full = Repo::branch_ref(working_ref);
@@ -616,14 +612,18 @@ impl Backend for GitBackend {
         }
     }
 
-    fn working_ref_blockers(&self, locator: &Value, working_ref: &str) -> Result<Option<String>> {
+    fn working_ref_blockers(
+        &self,
+        locator: &repo::Locator,
+        working_ref: &str,
+    ) -> Result<Option<String>> {
         let repo = Repo::open(locator)?;
         Ok(repo
             .checked_out_where(&Repo::branch_ref(working_ref))?
             .map(|place| format!("branch {working_ref} is checked out in {place}")))
     }
 
-    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_working_refs(&self, locator: &repo::Locator) -> Result<Vec<String>> {
         let repo = Repo::open(locator)?;
         Ok(repo
             .refs
@@ -636,7 +636,7 @@ impl Backend for GitBackend {
 
     fn rename_pin(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         old: &PinRef,
         state: &Value,
         new_id: &str,
@@ -667,7 +667,7 @@ impl Backend for GitBackend {
         Ok(new)
     }
 
-    fn rename_working_ref(&self, locator: &Value, old: &str, new: &str) -> Result<String> {
+    fn rename_working_ref(&self, locator: &repo::Locator, old: &str, new: &str) -> Result<String> {
         let repo = Repo::open(locator)?;
         Self::refuse_busy(&repo, old, "rename_working_ref")?;
         Self::refuse_busy(&repo, new, "rename_working_ref")?;
@@ -681,7 +681,12 @@ impl Backend for GitBackend {
         Ok(new.to_string())
     }
 
-    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+    fn promote(
+        &self,
+        locator: &repo::Locator,
+        source: &Target,
+        expected: &Expected,
+    ) -> Result<Value> {
         let repo = Repo::open(locator)?;
         let base = repo.base_branch()?;
         let source = Self::resolve(&repo, source)?;
@@ -706,7 +711,7 @@ impl Backend for GitBackend {
 
     fn merge(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         source: &Target,
         message: &str,
         expected: &Expected,
@@ -731,7 +736,7 @@ impl Backend for GitBackend {
 
     fn ancestor_of(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
@@ -743,7 +748,7 @@ impl Backend for GitBackend {
         repo.is_ancestor(a, d).map(Some)
     }
 
-    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+    fn open(&self, locator: &repo::Locator, target: &Target, read_only: bool) -> Result<Handle> {
         let repo = Repo::open(locator)?;
         let (name, branch) = match target {
             Target::Base => match repo.base_branch() {
@@ -770,7 +775,7 @@ impl Backend for GitBackend {
 
     fn history(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
@@ -795,7 +800,10 @@ impl Backend for GitBackend {
                 .gix
                 .find_commit(info.id)
                 .map_err(|e| Error::backend(format!("cannot read commit {}: {e}", info.id)))?;
-            let when = commit.time().ok().map(|t| format_time(t.seconds));
+            let when = commit
+                .time()
+                .ok()
+                .map(|t| kit::rfc3339(t.seconds, 0, kit::SecondsFormat::Secs));
             let message = commit
                 .message_raw()
                 .map(|m| m.to_str_lossy().trim_end().to_string())
@@ -812,7 +820,7 @@ impl Backend for GitBackend {
 
     fn diff(
         &self,
-        locator: &Value,
+        locator: &repo::Locator,
         a: &Value,
         b: &Value,
         _: Option<&str>,
@@ -870,8 +878,8 @@ impl Backend for GitBackend {
         Ok(diff)
     }
 
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
-        let loc = repo::Locator::parse(locator)?;
+    fn create(&self, locator: &repo::Locator, owner: &str) -> Result<Value> {
+        let loc = locator;
         let branch = match loc.base_ref() {
             "HEAD" => "main".to_string(),
             other => short(other).to_string(),
@@ -880,8 +888,8 @@ impl Backend for GitBackend {
         Ok(state_json(root, Some(false)))
     }
 
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
-        let loc = repo::Locator::parse(locator)?;
+    fn owner(&self, locator: &repo::Locator) -> Result<Option<String>> {
+        let loc = locator;
         if repo::git_dir_of(Path::new(&loc.path)).is_none() {
             return Ok(None);
         }
@@ -892,7 +900,7 @@ impl Backend for GitBackend {
             .map(|s| s.to_str_lossy().into_owned()))
     }
 
-    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+    fn is_ref_empty(&self, locator: &repo::Locator, ignoring: &[String]) -> Result<Option<bool>> {
         let repo = Repo::open(locator)?;
         let base = repo.base_branch()?;
         let ignored = |name: &str| ignoring.iter().any(|i| i == short(name) || i == name);
@@ -922,29 +930,11 @@ impl Backend for GitBackend {
         Ok(Some(true))
     }
 
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
-        let loc = repo::Locator::parse(locator)?;
-        match self.owner(locator)? {
-            Some(o) if o == owner => {}
-            Some(o) => {
-                return Err(Error::backend(format!(
-                    "{} is owned by {o}, not {owner}",
-                    loc.path
-                )));
-            }
-            None => {
-                return Err(Error::backend(format!(
-                    "{} has no tether.owner in its git config; not deleting",
-                    loc.path
-                )));
-            }
-        }
-        if self.is_ref_empty(locator, &[])? != Some(true) {
-            return Err(Error::backend(format!(
-                "{} is not empty; not deleting",
-                loc.path
-            )));
-        }
+    fn delete_store(&self, locator: &repo::Locator, owner: &str) -> Result<()> {
+        let loc = locator;
+        kit::guard_delete(&loc.path, self.owner(locator)?.as_deref(), owner, || {
+            Ok(self.is_ref_empty(locator, &[])? == Some(true))
+        })?;
         let (git_dir, bare) = repo::git_dir_of(Path::new(&loc.path))
             .ok_or_else(|| Error::not_found(format!("{} is not a repository", loc.path)))?;
         let err = |e: std::io::Error| Error::backend(format!("cannot delete {}: {e}", loc.path));
@@ -966,7 +956,7 @@ impl Backend for GitBackend {
         Ok(())
     }
 
-    fn state_addressable(&self, _: &Value, state: &Value) -> Result<bool> {
+    fn state_addressable(&self, _: &repo::Locator, state: &Value) -> Result<bool> {
         Ok(state_sha(state).is_ok())
     }
 }
@@ -1083,28 +1073,6 @@ pub(crate) fn init(path: &Path, branch: &str, owner: Option<&str>) -> Result<Obj
     Ok(root)
 }
 
-/// RFC 3339 (UTC) of a unix time.
-fn format_time(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
 /// Nothing from a committed `[backends.git]` is read.
 impl DescribeExt for GitBackend {
     fn config_keys(&self) -> Vec<String> {
@@ -1122,4 +1090,4 @@ impl DescribeFs for GitBackend {
 }
 
 #[cfg(feature = "export")]
-tether_sdk::export!(GitBackend, harness: GitHarness, describe_ext, describe_fs);
+tether_sdk::export!(GitBackend, harness: GitHarness, [describe_ext, describe_fs]);

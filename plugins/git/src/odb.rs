@@ -47,7 +47,7 @@ pub fn write_loose(objects_dir: &Path, id: ObjectId, kind: Kind, data: &[u8]) ->
         .and_then(|()| encoder.write_all(data))
         .map_err(|e| err("compress", e))?;
     let compressed = encoder.finish().map_err(|e| err("compress", e))?;
-    let tmp = dir.join(format!("tmp_obj_{}", crate::random_hex()?));
+    let tmp = dir.join(tether_sdk::kit::scratch_name("tmp_obj")?);
     let result = (|| {
         let mut file = fs::OpenOptions::new()
             .write(true)

@@ -16,43 +16,66 @@ use crate::refs::{RefValue, Refs};
 pub const SIGNATURE_NAME: &str = "tether";
 pub const SIGNATURE_EMAIL: &str = "tether@localhost";
 
+/// A git object's locator, checked as it is parsed (the SDK's glue parses
+/// it once per call and refuses a bad one as `invalid`).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "RawLocator")]
 pub struct Locator {
-    /// The repository; `uri` (what `tether add`'s positional locator fills)
-    /// is an alias.
-    #[serde(default)]
+    /// The repository: an absolute local path.
     pub path: String,
-    #[serde(default)]
-    uri: Option<String>,
-    #[serde(rename = "ref", default)]
     pub ref_: Option<String>,
     /// The initial position (`tether add --at`): an alias of `ref`.
-    #[serde(default)]
     pub at: Option<String>,
-    #[serde(default)]
     pub remote: Option<String>,
-    #[serde(default)]
     pub allow_dirty: Option<Value>,
 }
 
-impl Locator {
-    pub fn parse(locator: &Value) -> Result<Locator> {
-        let mut loc: Locator = tether_sdk::locator(locator)?;
+/// The locator's fields as written.
+#[derive(Deserialize)]
+struct RawLocator {
+    /// The repository; `uri` (what `tether add`'s positional locator fills)
+    /// is an alias.
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    uri: Option<String>,
+    #[serde(rename = "ref", default)]
+    ref_: Option<String>,
+    #[serde(default)]
+    at: Option<String>,
+    #[serde(default)]
+    remote: Option<String>,
+    #[serde(default)]
+    allow_dirty: Option<Value>,
+}
+
+impl TryFrom<RawLocator> for Locator {
+    type Error = String;
+
+    fn try_from(raw: RawLocator) -> std::result::Result<Locator, String> {
+        let path = if raw.path.is_empty() {
+            raw.uri.unwrap_or_default()
+        } else {
+            raw.path
+        };
+        let loc = Locator {
+            path,
+            ref_: raw.ref_,
+            at: raw.at,
+            remote: raw.remote,
+            allow_dirty: raw.allow_dirty,
+        };
         if loc.path.is_empty() {
-            loc.path = loc.uri.take().unwrap_or_default();
-        }
-        if loc.path.is_empty() {
-            return Err(Error::invalid(
-                "a git object needs `path`, the repository's directory: \
-                 `tether add KEY --kind git PATH`",
-            ));
+            return Err("a git object needs `path`, the repository's directory: \
+                 `tether add KEY --kind git PATH`"
+                .to_owned());
         }
         if !loc.path.starts_with('/') {
-            return Err(Error::invalid(format!(
+            return Err(format!(
                 "git `path` must be an absolute local path, not {:?} (tether stores it \
                  absolute at `add`)",
                 loc.path
-            )));
+            ));
         }
         // A clone's manifest chooses no push target: the locator names a
         // remote the repository already has (spec/10, "Security model").
@@ -60,13 +83,20 @@ impl Locator {
             && !remote.is_empty()
             && !crate::remote::is_remote_name(remote)
         {
-            return Err(Error::invalid(format!(
+            return Err(format!(
                 "git `remote` must be the name of a remote the repository has configured \
                  (`git remote -v` lists them), not {remote:?}: a URL or path goes only in \
                  .tether/secrets.toml, as `[objects.\"KEY\"] remote = ...`"
-            )));
+            ));
         }
         Ok(loc)
+    }
+}
+
+impl Locator {
+    /// A locator built in this crate (the harness), checked as the glue would.
+    pub fn parse(locator: &Value) -> Result<Locator> {
+        tether_sdk::locator(locator)
     }
 
     /// The ref the base stands for: `at`, else `ref`, else `HEAD`.
@@ -127,8 +157,8 @@ pub fn git_dir_of(path: &Path) -> Option<(PathBuf, bool)> {
 }
 
 impl Repo {
-    pub fn open(locator: &Value) -> Result<Repo> {
-        let loc = Locator::parse(locator)?;
+    pub fn open(loc: &Locator) -> Result<Repo> {
+        let loc = loc.clone();
         let path = PathBuf::from(&loc.path);
         if path.join(".git").is_file() {
             return Err(Error::Capability(format!(

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use tether_sdk::harness::child_uri;
+use tether_sdk::harness::scratch_child;
 use tether_sdk::storage::PutMode;
 use tether_sdk::{Error, Harness, Result};
 
+use crate::Locator;
 use crate::format::{self, Id8, Id12};
 use crate::repo::{self, Edit, Field, Repo, SnapshotInfo, Store, update};
 use crate::snapshot::{self, Node, NodeKind};
@@ -18,16 +19,11 @@ use crate::snapshot::{self, Node, NodeKind};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IcechunkHarness;
 
-fn random_name(prefix: &str) -> Result<String> {
-    Ok(format!(
-        "{prefix}-{}",
-        format::random_name()?.to_ascii_lowercase()
-    ))
-}
-
 impl Harness for IcechunkHarness {
+    type Locator = Locator;
+
     fn new_object(&self, scratch_uri: &str) -> Result<Value> {
-        let uri = child_uri(scratch_uri, &random_name("repo")?);
+        let uri = scratch_child(scratch_uri, "repo")?;
         let store = Store::open(&uri)?;
         let now = format::now_micros();
         snapshot::write_initial(&store.bucket, now)?;
@@ -40,16 +36,9 @@ impl Harness for IcechunkHarness {
         Ok(json!({ "uri": uri }))
     }
 
-    fn mutate(&self, locator: &Value, working_ref: Option<&str>) -> Result<()> {
-        let uri = locator
-            .get("uri")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::invalid("the harness locator has no uri"))?;
-        let branch = working_ref
-            .or_else(|| locator.get("branch").and_then(Value::as_str))
-            .unwrap_or("main")
-            .to_owned();
-        let store = Store::open(uri)?;
+    fn mutate(&self, locator: &Locator, working_ref: Option<&str>) -> Result<()> {
+        let branch = working_ref.unwrap_or(&locator.branch).to_owned();
+        let store = crate::open(locator)?;
         let parent = store
             .load()?
             .repo
@@ -123,6 +112,6 @@ impl Harness for IcechunkHarness {
     }
 
     fn fresh_locator(&self, scratch_uri: &str) -> Result<Value> {
-        Ok(json!({ "uri": child_uri(scratch_uri, &random_name("fresh")?) }))
+        Ok(json!({ "uri": scratch_child(scratch_uri, "fresh")? }))
     }
 }

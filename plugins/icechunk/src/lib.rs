@@ -57,10 +57,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tether_sdk::kit::{self, PinCheck, PinSlot, SecondsFormat};
 use tether_sdk::storage::StorageError;
 use tether_sdk::{
-    Backend, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result,
-    Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
+    Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
+    PinRef, Result, Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
 };
 
 use format::Id12;
@@ -70,7 +71,7 @@ use snapshot::{Changes, NodeKind};
 
 /// Capabilities of every icechunk object. `CONDITIONAL_REF` is added per
 /// object for object stores (see [`IcechunkBackend::effective_capabilities`]).
-pub const CAPABILITIES: &[&str] = &[
+pub const CAPABILITIES: &[Capability] = &[
     cap::FINGERPRINT,
     cap::ADDRESSABLE,
     cap::PIN,
@@ -86,9 +87,6 @@ pub const CAPABILITIES: &[&str] = &[
 /// The repository metadata key holding the dataset that created the store.
 pub const OWNER_KEY: &str = "tether.owner";
 
-/// The highest pin generation (`tether.<id>.1000`).
-const MAX_GENERATION: u32 = 1000;
-
 /// Icechunk's own top-level names: all `delete_store` may remove.
 const ICECHUNK_NAMES: &[&str] = &[
     "repo",
@@ -99,8 +97,9 @@ const ICECHUNK_NAMES: &[&str] = &[
     "overwritten/",
 ];
 
-#[derive(Deserialize)]
-struct Locator {
+/// An icechunk object's locator (see the crate docs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Locator {
     uri: String,
     #[serde(default = "default_branch")]
     branch: String,
@@ -149,60 +148,15 @@ fn snapshot_id(state: &Value) -> Result<Id12> {
     })
 }
 
-fn open(locator: &Value) -> Result<(Locator, Store)> {
-    let loc: Locator = tether_sdk::locator(locator)?;
-    let store = Store::open(&loc.storage_uri())?;
-    Ok((loc, store))
-}
-
-/// The tag a pin generation is called: `tether.<id>`, then `tether.<id>.N`.
-fn generation_tag(pin_id: &str, generation: u32) -> String {
-    match generation {
-        1 => format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX),
-        n => format!("{}{pin_id}.{n}", tether_sdk::PIN_REF_PREFIX),
-    }
-}
-
-/// The pin id a `tether.` tag belongs to (generation suffix removed).
-fn pin_of_tag(tag: &str) -> Option<&str> {
-    let rest = tag.strip_prefix(tether_sdk::PIN_REF_PREFIX)?;
-    if rest.starts_with("ws.") {
-        return None;
-    }
-    if let Some((id, generation)) = rest.rsplit_once('.') {
-        // A generation is 2..=1000 without leading zeros; a pin id's last
-        // segment is a 16-digit hash, so the two cannot be confused.
-        let is_generation = generation.len() <= 4
-            && !generation.starts_with('0')
-            && generation
-                .parse::<u32>()
-                .is_ok_and(|n| (2..=MAX_GENERATION).contains(&n));
-        if is_generation && id.contains('.') {
-            return Some(id);
-        }
-    }
-    Some(rest)
-}
-
-/// Every existing tag of `pin_id` (normally one: the live generation).
-fn pin_tags<'a>(repo: &'a Repo, pin_id: &str) -> Vec<(&'a String, Id12)> {
-    repo.tags
-        .iter()
-        .filter(|(name, _)| pin_of_tag(name) == Some(pin_id))
-        .map(|(name, id)| (name, *id))
-        .collect()
+fn open(loc: &Locator) -> Result<Store> {
+    Store::open(&loc.storage_uri())
 }
 
 /// The tag a pin resolves through: the one it was given if it still
 /// exists, else the live generation of its id.
 fn live_pin_tag(repo: &Repo, pin: &PinRef) -> Option<(String, Id12)> {
-    if let Some(id) = repo.tags.get(&pin.ref_) {
-        return Some((pin.ref_.clone(), *id));
-    }
-    pin_tags(repo, &pin.id)
-        .into_iter()
-        .next()
-        .map(|(n, id)| (n.clone(), id))
+    let tag = kit::live_generation(pin, repo.tags.keys().map(String::as_str))?;
+    Some((tag.to_owned(), repo.tags[tag]))
 }
 
 /// A revision as the locator's `at` and `history --at` accept it: a
@@ -302,12 +256,8 @@ impl IcechunkBackend {
     }
 
     fn refuse_base(loc: &Locator, name: &str, what: &str) -> Result<()> {
-        if name == loc.branch || name == "main" {
-            return Err(Error::backend(format!(
-                "{what} refuses the base branch {name}"
-            )));
-        }
-        Ok(())
+        kit::refuse_base(&loc.branch, name, what)?;
+        kit::refuse_base("main", name, what)
     }
 
     /// Whether the store is only what `create` made, ignoring `ignoring`.
@@ -324,6 +274,8 @@ impl IcechunkBackend {
 }
 
 impl Backend for IcechunkBackend {
+    type Locator = Locator;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             storage_keys: vec!["uri".into()],
@@ -336,8 +288,7 @@ impl Backend for IcechunkBackend {
         }
     }
 
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
-        let loc: Locator = tether_sdk::locator(locator)?;
+    fn validate_locator(&self, loc: &Locator) -> Result<()> {
         let uri = loc.storage_uri();
         if loc.uri.is_empty() {
             return Err(Error::invalid(
@@ -371,8 +322,7 @@ impl Backend for IcechunkBackend {
         Ok(())
     }
 
-    fn identity(&self, locator: &Value) -> Result<Value> {
-        let loc: Locator = tether_sdk::locator(locator)?;
+    fn identity(&self, loc: &Locator) -> Result<Value> {
         let uri = if loc.is_local() {
             tree::realpath(&loc.storage_uri())?
         } else {
@@ -381,77 +331,63 @@ impl Backend for IcechunkBackend {
         Ok(json!({ "uri": uri }))
     }
 
-    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
-        let loc: Locator = tether_sdk::locator(locator)?;
+    fn effective_capabilities(&self, loc: &Locator, policy: &Value) -> Result<Vec<String>> {
         let mut caps = self.describe().capabilities;
         if policy.get("pin").and_then(Value::as_str) == Some("record") {
-            caps.retain(|c| c != cap::PIN);
+            caps.retain(|c| c != cap::PIN.as_str());
         }
         // Icechunk's local-filesystem writer puts `repo` unconditionally, so
         // only object stores make a reviewed ref move atomic.
         if !loc.is_local() {
-            caps.push(cap::CONDITIONAL_REF.to_owned());
+            caps.push(cap::CONDITIONAL_REF.as_str().to_owned());
         }
         Ok(caps)
     }
 
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
-        let (loc, store) = open(locator)?;
+    fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         let id = match working_ref {
             Some(name) => branch_head(&repo, name)?,
-            None => base_head(&repo, &loc)?,
+            None => base_head(&repo, loc)?,
         };
         Ok(state_json(id))
     }
 
-    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
-        let (_, store) = open(locator)?;
+    fn pin(&self, loc: &Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
+        let store = open(loc)?;
         let id = snapshot_id(state)?;
-        let (tag, created) = store.update(|repo| {
+        let slot = store.update(|repo| {
             if !repo.snapshots.contains_key(&id) {
                 return Err(Error::not_found(format!(
                     "snapshot {id} is not in this Icechunk repository; cannot pin it"
                 )));
             }
-            // The live generation: the first whose name Icechunk has not
-            // tombstoned.
-            let Some(tag) = (1..=MAX_GENERATION)
-                .map(|g| generation_tag(pin_id, g))
-                .find(|t| !repo.deleted_tags.contains(t))
-            else {
-                return Err(Error::backend(format!(
-                    "every generation of tether.{pin_id} up to .{MAX_GENERATION} has been \
-                     deleted; this pin id cannot be used again in this repository"
-                )));
+            // The first generation whose name Icechunk has not tombstoned.
+            let slot = kit::pin_slot(
+                pin_id,
+                &id,
+                |tag| Ok(repo.deleted_tags.contains(tag)),
+                |tag| Ok(repo.tags.get(tag).copied()),
+            )?;
+            let PinSlot::Create(tag) = &slot else {
+                return Ok(Edit::Keep(slot));
             };
-            match repo.tags.get(&tag) {
-                Some(at) if *at == id => Ok(Edit::Keep((tag, false))),
-                Some(at) => Err(Error::backend(format!(
-                    "tag {tag} exists at snapshot {at}, not {id}; a pin never moves"
-                ))),
-                None => {
-                    if repo.flag_disabled(repo::FLAG_CREATE_TAG) {
-                        return Err(Error::backend(
-                            "this Icechunk repository has tag creation disabled \
-                             (feature flag create_tag)",
-                        ));
-                    }
-                    repo.tags.insert(tag.clone(), id);
-                    let field = name_field(&tag);
-                    Ok(Edit::Write((tag, true), update::TAG_CREATED, vec![field]))
-                }
+            if repo.flag_disabled(repo::FLAG_CREATE_TAG) {
+                return Err(Error::backend(
+                    "this Icechunk repository has tag creation disabled \
+                     (feature flag create_tag)",
+                ));
             }
+            repo.tags.insert(tag.clone(), id);
+            let field = name_field(tag);
+            Ok(Edit::Write(slot, update::TAG_CREATED, vec![field]))
         })?;
-        Ok(PinRef {
-            id: pin_id.to_owned(),
-            ref_: tag,
-            created,
-        })
+        Ok(slot.pin_ref(pin_id))
     }
 
-    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
-        let (_, store) = open(locator)?;
+    fn unpin(&self, loc: &Locator, pin: &PinRef) -> Result<()> {
+        let store = open(loc)?;
         // One tag per write (one ops-log entry each); normally there is one.
         loop {
             let deleted = store.update(|repo| {
@@ -478,86 +414,71 @@ impl Backend for IcechunkBackend {
         }
     }
 
-    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
-        let (_, store) = open(locator)?;
+    fn list_pins(&self, loc: &Locator) -> Result<Vec<String>> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
-        let ids: BTreeSet<&str> = repo.tags.keys().filter_map(|t| pin_of_tag(t)).collect();
+        let ids: BTreeSet<&str> = repo
+            .tags
+            .keys()
+            .filter_map(|t| kit::pin_id_of_ref(t))
+            .collect();
         Ok(ids.into_iter().map(str::to_owned).collect())
     }
 
     fn verify(
         &self,
-        locator: &Value,
+        loc: &Locator,
         state: &Value,
         pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         let id = snapshot_id(state)?;
-        let report = |status, message: String| Ok(VerifyReport { status, message });
-        let readable = |id: Id12| -> Result<bool> {
-            Ok(repo.snapshots.contains_key(&id)
-                && store.bucket.exists(&snapshot::snapshot_key(id))?)
+        let live = pin.and_then(|pin| live_pin_tag(&repo, pin));
+        let live_tag = live.as_ref().map(|(tag, _)| tag.clone());
+        let check = PinCheck {
+            pin,
+            state: id,
+            noun: "snapshot",
+            deep,
         };
-        if let Some(pin) = pin {
-            let Some((tag, at)) = live_pin_tag(&repo, pin) else {
-                let tombstoned = repo.deleted_tags.contains(&pin.ref_);
-                return report(
-                    VerifyStatus::Missing,
-                    format!(
-                        "tag {} is gone{}",
-                        pin.ref_,
-                        if tombstoned {
-                            " (deleted; `tether repair` pins it again as the next generation)"
-                        } else {
-                            ""
-                        }
-                    ),
-                );
-            };
-            if at != id {
-                return report(
-                    VerifyStatus::Drifted,
-                    format!("tag {tag} points at snapshot {at} instead of {id}"),
-                );
+        let mut report = check.report(live, |id| {
+            Ok(repo.snapshots.contains_key(id)
+                && store.bucket.exists(&snapshot::snapshot_key(*id))?)
+        })?;
+        match (pin, report.status, live_tag) {
+            // Icechunk's report names the tag holding the pin, whichever
+            // generation it is.
+            (Some(_), VerifyStatus::Ok, Some(tag)) => report.message = format!("pinned as {tag}"),
+            (Some(pin), VerifyStatus::Missing, _) if repo.deleted_tags.contains(&pin.ref_) => {
+                report
+                    .message
+                    .push_str(" (deleted; `tether repair` pins it again as the next generation)");
             }
-            if deep && !readable(id)? {
-                return report(
-                    VerifyStatus::Missing,
-                    format!("snapshot {id} is gone (expired?); tag {tag} remains"),
-                );
-            }
-            return report(VerifyStatus::Ok, format!("pinned as {tag}"));
+            _ => {}
         }
-        if !deep {
-            return report(VerifyStatus::Unknown, "no pin to check".into());
-        }
-        if readable(id)? {
-            report(VerifyStatus::Ok, format!("snapshot {id} is readable"))
-        } else {
-            report(VerifyStatus::Missing, format!("snapshot {id} is gone"))
-        }
+        Ok(report)
     }
 
     fn fork(
         &self,
-        locator: &Value,
+        loc: &Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
     ) -> Result<String> {
-        let (loc, store) = open(locator)?;
-        Self::refuse_base(&loc, name, "fork")?;
+        let store = open(loc)?;
+        Self::refuse_base(loc, name, "fork")?;
         Self::move_branch(&store, name, expected, |repo, _| {
-            resolve(repo, &loc, source).map(Some)
+            resolve(repo, loc, source).map(Some)
         })?;
         Ok(name.to_owned())
     }
 
-    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
-        let (loc, store) = open(locator)?;
-        Self::refuse_base(&loc, working_ref, "delete_working_ref")?;
+    fn delete_working_ref(&self, loc: &Locator, working_ref: &str) -> Result<()> {
+        let store = open(loc)?;
+        Self::refuse_base(loc, working_ref, "delete_working_ref")?;
         store.update(|repo| {
             let Some(previous) = repo.branches.remove(working_ref) else {
                 return Ok(Edit::Keep(()));
@@ -570,8 +491,8 @@ impl Backend for IcechunkBackend {
         })
     }
 
-    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
-        let (_, store) = open(locator)?;
+    fn list_working_refs(&self, loc: &Locator) -> Result<Vec<String>> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         Ok(repo
             .branches
@@ -581,11 +502,11 @@ impl Backend for IcechunkBackend {
             .collect())
     }
 
-    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
-        let (loc, store) = open(locator)?;
+    fn promote(&self, loc: &Locator, source: &Target, expected: &Expected) -> Result<Value> {
+        let store = open(loc)?;
         let hint = self.describe().promote_hint;
         let head = Self::move_branch(&store, &loc.branch, expected, |repo, head| {
-            let source = resolve(repo, &loc, source)?;
+            let source = resolve(repo, loc, source)?;
             let head = head
                 .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
             if head == source {
@@ -604,11 +525,11 @@ impl Backend for IcechunkBackend {
 
     fn ancestor_of(
         &self,
-        locator: &Value,
+        loc: &Locator,
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         let (a, d) = (snapshot_id(ancestor)?, snapshot_id(descendant)?);
         if !repo.snapshots.contains_key(&a) || !repo.snapshots.contains_key(&d) {
@@ -617,10 +538,10 @@ impl Backend for IcechunkBackend {
         Ok(Some(repo.is_ancestor(a, d)))
     }
 
-    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
-        let (loc, store) = open(locator)?;
+    fn open(&self, loc: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
-        let id = resolve(&repo, &loc, target)?;
+        let id = resolve(&repo, loc, target)?;
         // (branch, tag): only a branch opens writable.
         let (branch, tag) = match target {
             Target::Base => match &loc.at {
@@ -648,15 +569,15 @@ impl Backend for IcechunkBackend {
 
     fn history(
         &self,
-        locator: &Value,
+        loc: &Locator,
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
-        let (loc, store) = open(locator)?;
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         let start = match from_ref {
             Some(rev) => resolve_rev(&repo, rev)?,
-            None => base_head(&repo, &loc)?,
+            None => base_head(&repo, loc)?,
         };
         let mut refs: BTreeMap<Id12, Vec<String>> = BTreeMap::new();
         for (name, id) in repo.branches.iter().chain(&repo.tags) {
@@ -668,7 +589,11 @@ impl Backend for IcechunkBackend {
             .take(limit as usize)
             .map(|(id, info)| HistoryEntry {
                 id: id.to_string(),
-                when: Some(format::rfc3339(info.flushed_at)),
+                when: Some(kit::rfc3339(
+                    (info.flushed_at / 1_000_000) as i64,
+                    (info.flushed_at % 1_000_000) as u32 * 1000,
+                    SecondsFormat::Micros,
+                )),
                 message: info.message.clone(),
                 refs: refs.remove(&id).unwrap_or_default(),
             })
@@ -677,13 +602,13 @@ impl Backend for IcechunkBackend {
 
     fn diff(
         &self,
-        locator: &Value,
+        loc: &Locator,
         a: &Value,
         b: &Value,
         _: Option<&str>,
         _: Option<&str>,
     ) -> Result<ObjectDiff> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         let (a, b) = (snapshot_id(a)?, snapshot_id(b)?);
         let mut diff = ObjectDiff::new("nodes");
@@ -768,8 +693,8 @@ impl Backend for IcechunkBackend {
         Ok(diff)
     }
 
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
-        let (loc, store) = open(locator)?;
+    fn create(&self, loc: &Locator, owner: &str) -> Result<Value> {
+        let store = open(loc)?;
         let refuse = || {
             Error::backend(format!(
                 "{} is not empty; create never adopts an existing store \
@@ -809,8 +734,8 @@ impl Backend for IcechunkBackend {
         Ok(state_json(Id12::INITIAL))
     }
 
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
-        let (_, store) = open(locator)?;
+    fn owner(&self, loc: &Locator) -> Result<Option<String>> {
+        let store = open(loc)?;
         let Some(loaded) = store.try_load()? else {
             return Ok(None);
         };
@@ -821,42 +746,24 @@ impl Backend for IcechunkBackend {
             .and_then(|v| format::flex_as_string(v)))
     }
 
-    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
-        let (loc, store) = open(locator)?;
+    fn is_ref_empty(&self, loc: &Locator, ignoring: &[String]) -> Result<Option<bool>> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
-        Ok(Some(Self::ref_empty(&loc, &repo, ignoring)))
+        Ok(Some(Self::ref_empty(loc, &repo, ignoring)))
     }
 
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
-        let (loc, store) = open(locator)?;
+    fn delete_store(&self, loc: &Locator, owner: &str) -> Result<()> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         // Re-check right before the irreversible step: owner, emptiness, and
         // that nothing but Icechunk's own names is there.
-        match repo
+        let marker = repo
             .metadata
             .get(OWNER_KEY)
-            .and_then(|v| format::flex_as_string(v))
-        {
-            Some(o) if o == owner => {}
-            Some(o) => {
-                return Err(Error::backend(format!(
-                    "{} is owned by {o}, not {owner}; not deleting",
-                    store.uri
-                )));
-            }
-            None => {
-                return Err(Error::backend(format!(
-                    "{} has no {OWNER_KEY} in its repository metadata; not deleting",
-                    store.uri
-                )));
-            }
-        }
-        if !Self::ref_empty(&loc, &repo, &[]) {
-            return Err(Error::backend(format!(
-                "{} has commits, tags or branches beyond what create made; not deleting",
-                store.uri
-            )));
-        }
+            .and_then(|v| format::flex_as_string(v));
+        kit::guard_delete(&store.uri, marker.as_deref(), owner, || {
+            Ok(Self::ref_empty(loc, &repo, &[]))
+        })?;
         let keys = store.bucket.list_all("")?;
         let foreign: Vec<&str> = keys
             .iter()
@@ -890,12 +797,12 @@ impl Backend for IcechunkBackend {
         Ok(())
     }
 
-    fn branch_scope(&self, locator: &Value) -> Result<String> {
-        Ok(tether_sdk::canonical_json(&self.identity(locator)?))
+    fn branch_scope(&self, loc: &Locator) -> Result<String> {
+        Ok(tether_sdk::canonical_json(&self.identity(loc)?))
     }
 
-    fn state_addressable(&self, locator: &Value, state: &Value) -> Result<bool> {
-        let (_, store) = open(locator)?;
+    fn state_addressable(&self, loc: &Locator, state: &Value) -> Result<bool> {
+        let store = open(loc)?;
         let repo = store.load()?.repo;
         Ok(repo.snapshots.contains_key(&snapshot_id(state)?))
     }
@@ -910,4 +817,4 @@ impl tether_sdk::DescribeExt for IcechunkBackend {
 }
 
 #[cfg(feature = "export")]
-tether_sdk::export!(IcechunkBackend, harness: IcechunkHarness, describe_ext);
+tether_sdk::export!(IcechunkBackend, harness: IcechunkHarness, [describe_ext]);

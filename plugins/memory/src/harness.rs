@@ -4,7 +4,8 @@
 //! way a test with plain file writes would.
 
 use serde_json::{Value, json};
-use tether_sdk::harness::child_uri;
+use tether_sdk::harness::scratch_child;
+use tether_sdk::kit::random_hex;
 use tether_sdk::{Error, Harness, Result};
 
 use crate::store::{RefKind, Snapshot, Store};
@@ -14,24 +15,19 @@ use crate::{Locator, open};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MemoryHarness;
 
-/// 16 random hex digits (wasi:random), so concurrent runs never share a name.
-fn random_hex() -> Result<String> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Other(format!("no randomness: {e}")))?;
-    Ok(hex::encode(bytes))
-}
-
 impl Harness for MemoryHarness {
+    type Locator = Locator;
+
     fn new_object(&self, scratch_uri: &str) -> Result<Value> {
-        let system = child_uri(scratch_uri, &format!("obj-{}", random_hex()?));
+        let system = scratch_child(scratch_uri, "obj")?;
         let store = Store::open(&system)?;
         let id = store.write_snapshot(&Snapshot::initial())?;
         store.create_ref(RefKind::Branch, "main", &id)?;
         Ok(json!({ "system": system, "branch": "main" }))
     }
 
-    fn mutate(&self, locator: &Value, working_ref: Option<&str>) -> Result<()> {
-        let (loc, store): (Locator, Store) = open(locator)?;
+    fn mutate(&self, loc: &Locator, working_ref: Option<&str>) -> Result<()> {
+        let store = open(loc)?;
         let branch = working_ref.unwrap_or(&loc.branch);
         let head = store
             .read_ref(RefKind::Branch, branch)?
@@ -39,7 +35,7 @@ impl Harness for MemoryHarness {
         let mut payload = store.require_snapshot(&head.value)?.payload;
         // A random key, so writes on two branches never conflict when merged.
         let value = json!(payload.len());
-        payload.insert(format!("key-{}", random_hex()?), value);
+        payload.insert(format!("key-{}", random_hex(8)?), value);
         let id = store.write_snapshot(&Snapshot::child(
             vec![head.value],
             payload,
@@ -50,7 +46,7 @@ impl Harness for MemoryHarness {
     }
 
     fn fresh_locator(&self, scratch_uri: &str) -> Result<Value> {
-        let system = child_uri(scratch_uri, &format!("fresh-{}", random_hex()?));
+        let system = scratch_child(scratch_uri, "fresh")?;
         Ok(json!({ "system": system, "branch": "main" }))
     }
 }

@@ -67,10 +67,10 @@
 //!   tombstone first, then deletes the tag. A test deletes a tag "with the
 //!   store's own tools" the same way: write the tombstone, remove the tag file.
 //!
-//! So `pin(state, id)` returns the *live* generation of `tether.<id>` when it
-//! holds `state` (idempotent), refuses when it holds another state (a pin is
-//! never moved), and otherwise creates the first generation whose name is
-//! neither taken nor tombstoned. Readers resolve a pin through its live
+//! So `pin(state, id)` looks at the first generation of `tether.<id>` whose
+//! name is not tombstoned: it returns it when it holds `state` (idempotent),
+//! refuses when it holds another state (a pin is never moved), and otherwise
+//! creates it (`tether_sdk::kit::pin_slot`). Readers resolve a pin through its live
 //! generation: `verify`, `open`, and every `Target::Pinned` (fork, promote,
 //! merge) read the tag the pin-ref names when it exists, else the highest
 //! generation of `tether.<pin.id>` that does. `verify` says `pinned as
@@ -84,17 +84,18 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tether_sdk::storage::StorageError;
+use tether_sdk::kit::{self, CasRef, PinCheck, PinSlot, Swap};
+use tether_sdk::storage::{StorageError, Versioned};
 use tether_sdk::{
-    Backend, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result,
-    Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor,
+    Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
+    PinRef, Result, Target, VerifyReport, cap, descriptor,
 };
 
 pub use harness::MemoryHarness;
 use store::{Key, RefKind, Snapshot, Store};
 
 /// Capabilities of every memory object.
-pub const CAPABILITIES: &[&str] = &[
+pub const CAPABILITIES: &[Capability] = &[
     cap::FINGERPRINT,
     cap::ADDRESSABLE,
     cap::PIN,
@@ -109,11 +110,9 @@ pub const CAPABILITIES: &[&str] = &[
     cap::CREATE,
 ];
 
-/// How often an unconditional ref move retries after losing a race.
-const MOVE_ATTEMPTS: usize = 16;
-
-#[derive(Deserialize)]
-struct Locator {
+/// A memory object's locator (see the crate docs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Locator {
     system: String,
     #[serde(default = "default_branch")]
     branch: String,
@@ -147,61 +146,17 @@ fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::
     }
 }
 
-/// The highest generation a pin ref may carry (`.2` ... `.1000`).
-const MAX_GENERATION: u32 = 1000;
-
-/// The tag of `pin_id` at `generation` (1 is `tether.<pin_id>` itself).
-fn pin_tag(pin_id: &str, generation: u32) -> String {
-    let base = format!("{}{pin_id}", tether_sdk::PIN_REF_PREFIX);
-    if generation == 1 {
-        base
-    } else {
-        format!("{base}.{generation}")
-    }
-}
-
-/// The generation `name` is of `pin_id`'s tag: 1 for the tag itself, N for
-/// `.N` (2..=1000, decimal, no leading zero); `None` for any other name.
-fn generation_of(pin_id: &str, name: &str) -> Option<u32> {
-    let rest = name
-        .strip_prefix(tether_sdk::PIN_REF_PREFIX)?
-        .strip_prefix(pin_id)?;
-    if rest.is_empty() {
-        return Some(1);
-    }
-    let digits = rest.strip_prefix('.')?;
-    if digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (2..=MAX_GENERATION).contains(n))
-}
-
 /// The live generation of a pin, with the snapshot it holds: the tag the
 /// pin-ref names when it exists, else the highest generation of
 /// `tether.<pin.id>` that does; `None` when every one is gone.
 fn live_pin(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
-    if let Some(r) = store.read_ref(RefKind::Tag, &pin.ref_)? {
-        return Ok(Some((pin.ref_.clone(), r.value)));
-    }
-    live_generation(store, &pin.id)
-}
-
-/// The highest generation of `pin_id`'s tag that exists, with its snapshot.
-fn live_generation(store: &Store, pin_id: &str) -> Result<Option<(String, String)>> {
-    let newest = store
-        .ref_names(RefKind::Tag)?
-        .into_iter()
-        .filter_map(|name| generation_of(pin_id, &name).map(|g| (g, name)))
-        .max();
-    let Some((_, name)) = newest else {
+    let names = store.ref_names(RefKind::Tag)?;
+    let Some(name) = kit::live_generation(pin, names.iter().map(String::as_str)) else {
         return Ok(None);
     };
     Ok(store
-        .read_ref(RefKind::Tag, &name)?
-        .map(|r| (name, r.value)))
+        .read_ref(RefKind::Tag, name)?
+        .map(|r| (name.to_owned(), r.value)))
 }
 
 #[derive(Deserialize)]
@@ -217,10 +172,51 @@ fn snapshot_id(state: &Value) -> Result<String> {
     Ok(tether_sdk::state::<State>(state)?.snapshot_id)
 }
 
-fn open(locator: &Value) -> Result<(Locator, Store)> {
-    let loc: Locator = tether_sdk::locator(locator)?;
-    let store = Store::open(&loc.system)?;
-    Ok((loc, store))
+fn open(loc: &Locator) -> Result<Store> {
+    Store::open(&loc.system)
+}
+
+/// A branch as [`kit::move_ref`] moves it: an if-match put on its ref file
+/// (create-only when it does not exist yet).
+struct Branch<'a> {
+    store: &'a Store,
+    name: &'a str,
+}
+
+impl CasRef for Branch<'_> {
+    type Head = String;
+    type Token = Versioned<String>;
+
+    fn name(&self) -> String {
+        format!("branch {}", self.name)
+    }
+
+    fn read(&self) -> Result<Option<(String, Versioned<String>)>> {
+        Ok(self
+            .store
+            .read_ref(RefKind::Branch, self.name)?
+            .map(|r| (r.value.clone(), r)))
+    }
+
+    fn state(&self, head: &String) -> Value {
+        state_json(head)
+    }
+
+    fn swap(&self, token: Option<Versioned<String>>, target: &String) -> Result<Swap> {
+        let moved = match token {
+            Some(r) => self
+                .store
+                .move_ref(RefKind::Branch, self.name, target, r.etag),
+            None => self.store.create_ref(RefKind::Branch, self.name, target),
+        };
+        match moved {
+            Ok(()) => Ok(Swap::Moved),
+            Err(e @ (StorageError::AlreadyExists(_) | StorageError::PreconditionFailed(_))) => {
+                Ok(Swap::Lost(e.to_string()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// The memory backend. Stateless: everything is in the store.
@@ -254,67 +250,21 @@ impl MemoryBackend {
             .ok_or_else(|| Error::not_found(format!("tag {} (pin {}) is gone", pin.ref_, pin.id)))
     }
 
-    /// Move branch `name` to what `next` computes from its current head, as one
-    /// compare-and-swap after checking `expected`. `next` returns `None` when
-    /// there is nothing to do. Returns the branch's resulting head.
+    /// Move branch `name` to what `next` computes from its current head
+    /// ([`kit::move_ref`]); the branch's resulting head.
     fn update_branch(
         store: &Store,
         name: &str,
         expected: &Expected,
-        mut next: impl FnMut(Option<&str>) -> Result<Option<String>>,
+        next: impl FnMut(Option<&String>) -> Result<Option<String>>,
     ) -> Result<String> {
-        let what = format!("branch {name}");
-        for _ in 0..MOVE_ATTEMPTS {
-            let current = store.read_ref(RefKind::Branch, name)?;
-            let head = current.as_ref().map(|r| r.value.clone());
-            check_expected(
-                &what,
-                head.as_deref().map(state_json).as_ref(),
-                expected,
-                &[],
-            )?;
-            let target = match next(head.as_deref())? {
-                Some(target) if Some(&target) != head.as_ref() => target,
-                // Already there: leave it alone.
-                _ => return head.ok_or_else(|| Error::not_found(format!("{what} does not exist"))),
-            };
-            let moved = match current {
-                Some(r) => store.move_ref(RefKind::Branch, name, &target, r.etag),
-                None => store.create_ref(RefKind::Branch, name, &target),
-            };
-            match moved {
-                Ok(()) => {
-                    tether_sdk::debug!("{what} moved to {target}");
-                    return Ok(target);
-                }
-                // Lost a race. Unconditional moves try again from the new head;
-                // conditional ones were checked against a head that is gone.
-                Err(StorageError::AlreadyExists(_) | StorageError::PreconditionFailed(_)) => {
-                    if !matches!(expected, Expected::Unconditional) {
-                        return Err(Error::ref_moved(format!(
-                            "{what} moved concurrently; nothing was written"
-                        )));
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(Error::backend(format!(
-            "{what} kept moving; gave up after {MOVE_ATTEMPTS} attempts"
-        )))
-    }
-
-    fn refuse_base(loc: &Locator, name: &str, what: &str) -> Result<()> {
-        if name == loc.branch {
-            return Err(Error::backend(format!(
-                "{what} refuses the base branch {name}"
-            )));
-        }
-        Ok(())
+        kit::move_ref(&Branch { store, name }, expected, &[], next)
     }
 }
 
 impl Backend for MemoryBackend {
+    type Locator = Locator;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             storage_keys: vec!["system".into()],
@@ -327,8 +277,7 @@ impl Backend for MemoryBackend {
         }
     }
 
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
-        let loc: Locator = tether_sdk::locator(locator)?;
+    fn validate_locator(&self, loc: &Locator) -> Result<()> {
         if loc.system.is_empty() {
             return Err(Error::invalid("locator `system` must be a storage URI"));
         }
@@ -338,78 +287,55 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    fn identity(&self, locator: &Value) -> Result<Value> {
-        let loc: Locator = tether_sdk::locator(locator)?;
+    fn identity(&self, loc: &Locator) -> Result<Value> {
         // One spelling per system: `memory://x/` and `memory://x` are one store.
         let system = loc.system.strip_suffix('/').unwrap_or(&loc.system);
         Ok(json!({ "system": system }))
     }
 
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
-        let (loc, store) = open(locator)?;
+    fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {
+        let store = open(loc)?;
         let id = match working_ref {
             Some(name) => store.head(RefKind::Branch, name)?,
-            None => Self::base_head(&store, &loc)?,
+            None => Self::base_head(&store, loc)?,
         };
         Ok(state_json(&id))
     }
 
-    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
-        let (_, store) = open(locator)?;
+    fn pin(&self, loc: &Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
+        let store = open(loc)?;
         let id = snapshot_id(state)?;
         store.require_snapshot(&id)?;
-        let pin_ref = |tag: String, created| PinRef {
-            id: pin_id.to_owned(),
-            ref_: tag,
-            created,
-        };
-        // Idempotent: the live generation holding this state is the pin; one
-        // holding another state is never moved.
-        if let Some((tag, at)) = live_generation(&store, pin_id)? {
-            if at == id {
-                return Ok(pin_ref(tag, false));
+        // A tombstoned name is never created again; a racing pin that took
+        // the slot first is looked at again.
+        for _ in 0..2 {
+            let slot = kit::pin_slot(
+                pin_id,
+                &id,
+                |tag| store.is_tombstoned(RefKind::Tag, tag),
+                |tag| Ok(store.read_ref(RefKind::Tag, tag)?.map(|r| r.value)),
+            )?;
+            if let PinSlot::Create(tag) = &slot {
+                match store.create_ref(RefKind::Tag, tag, &id) {
+                    Ok(()) => {}
+                    Err(StorageError::AlreadyExists(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
             }
-            return Err(Error::backend(format!(
-                "tag {tag} exists at {at} instead of {id}"
-            )));
-        }
-        // None is live: the first generation whose name is free. A tombstoned
-        // name is never created again.
-        for generation in 1..=MAX_GENERATION {
-            let tag = pin_tag(pin_id, generation);
-            if store.is_tombstoned(RefKind::Tag, &tag)? {
-                continue;
-            }
-            return match store.create_ref(RefKind::Tag, &tag, &id) {
-                Ok(()) => Ok(pin_ref(tag, true)),
-                // Someone pinned it meanwhile: fine when at this state.
-                Err(StorageError::AlreadyExists(_)) => match store.read_ref(RefKind::Tag, &tag)? {
-                    Some(r) if r.value == id => Ok(pin_ref(tag, false)),
-                    Some(r) => Err(Error::backend(format!(
-                        "tag {tag} exists at {} instead of {id}",
-                        r.value
-                    ))),
-                    None => Err(Error::backend(format!(
-                        "tag {tag} vanished while pinning; retry"
-                    ))),
-                },
-                Err(e) => Err(e.into()),
-            };
+            return Ok(slot.pin_ref(pin_id));
         }
         Err(Error::backend(format!(
-            "every generation of {} up to .{MAX_GENERATION} was deleted; this pin id cannot be \
-             pinned again in this store",
-            pin_tag(pin_id, 1)
+            "the tags of pin {pin_id} keep changing while pinning; retry"
         )))
     }
 
-    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
-        let (loc, store) = open(locator)?;
+    fn unpin(&self, loc: &Locator, pin: &PinRef) -> Result<()> {
+        let store = open(loc)?;
         // Every live generation goes, and the ref named, whatever it is.
         let mut tags: Vec<String> = store
             .ref_names(RefKind::Tag)?
             .into_iter()
-            .filter(|name| generation_of(&pin.id, name).is_some())
+            .filter(|name| kit::pin_generation_of(&pin.id, name).is_some())
             .collect();
         if !tags.contains(&pin.ref_) {
             tags.push(pin.ref_.clone());
@@ -424,8 +350,8 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
-        let (_, store) = open(locator)?;
+    fn list_pins(&self, loc: &Locator) -> Result<Vec<String>> {
+        let store = open(loc)?;
         let tags = store.ref_names(RefKind::Tag)?;
         Ok(tags
             .iter()
@@ -436,74 +362,61 @@ impl Backend for MemoryBackend {
 
     fn verify(
         &self,
-        locator: &Value,
+        loc: &Locator,
         state: &Value,
         pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let id = snapshot_id(state)?;
-        let report = |status, message: String| Ok(VerifyReport { status, message });
-        if let Some(pin) = pin {
-            return match live_pin(&store, pin)? {
-                None => report(VerifyStatus::Missing, format!("tag {} is gone", pin.ref_)),
-                Some((tag, at)) if at != id => report(
-                    VerifyStatus::Drifted,
-                    format!("tag {tag} points at {at} instead of {id}"),
-                ),
-                Some(_) if deep && store.snapshot(&id)?.is_none() => {
-                    report(VerifyStatus::Missing, format!("snapshot {id} is gone"))
-                }
-                // A later generation carries the pin: say which.
-                Some((tag, _)) if tag != pin.ref_ => {
-                    report(VerifyStatus::Ok, format!("pinned as {tag}"))
-                }
-                Some((tag, _)) => report(VerifyStatus::Ok, format!("tag {tag} holds {id}")),
-            };
-        }
-        if !deep {
-            return report(VerifyStatus::Unknown, "no pin to check".into());
-        }
-        match store.snapshot(&id)? {
-            Some(_) => report(VerifyStatus::Ok, format!("snapshot {id} is readable")),
-            None => report(VerifyStatus::Missing, format!("snapshot {id} is gone")),
-        }
+        let live = match pin {
+            Some(pin) => live_pin(&store, pin)?,
+            None => None,
+        };
+        let check = PinCheck {
+            pin,
+            state: id,
+            noun: "snapshot",
+            deep,
+        };
+        check.report(live, |id| Ok(store.snapshot(id)?.is_some()))
     }
 
     fn fork(
         &self,
-        locator: &Value,
+        loc: &Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
     ) -> Result<String> {
-        let (loc, store) = open(locator)?;
-        Self::refuse_base(&loc, name, "fork")?;
-        let source = Self::resolve(&store, &loc, source)?;
+        let store = open(loc)?;
+        kit::refuse_base(&loc.branch, name, "fork")?;
+        let source = Self::resolve(&store, loc, source)?;
         // Reset contract: create, move back onto `source`, or leave alone.
         Self::update_branch(&store, name, expected, |_| Ok(Some(source.clone())))?;
         Ok(name.to_owned())
     }
 
-    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
-        let (loc, store) = open(locator)?;
-        Self::refuse_base(&loc, working_ref, "delete_working_ref")?;
+    fn delete_working_ref(&self, loc: &Locator, working_ref: &str) -> Result<()> {
+        let store = open(loc)?;
+        kit::refuse_base(&loc.branch, working_ref, "delete_working_ref")?;
         store.delete_ref(RefKind::Branch, working_ref)
     }
 
-    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
-        let (_, store) = open(locator)?;
+    fn list_working_refs(&self, loc: &Locator) -> Result<Vec<String>> {
+        let store = open(loc)?;
         let mut branches = store.ref_names(RefKind::Branch)?;
         branches.retain(|b| b.starts_with(tether_sdk::WORKING_REF_PREFIX));
         Ok(branches)
     }
 
-    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
-        let (loc, store) = open(locator)?;
-        let source = Self::resolve(&store, &loc, source)?;
+    fn promote(&self, loc: &Locator, source: &Target, expected: &Expected) -> Result<Value> {
+        let store = open(loc)?;
+        let source = Self::resolve(&store, loc, source)?;
         let hint = self.describe().promote_hint;
         let head = Self::update_branch(&store, &loc.branch, expected, |head| {
             let head = head
+                .map(String::as_str)
                 .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
             if head == source {
                 Ok(None)
@@ -521,15 +434,16 @@ impl Backend for MemoryBackend {
 
     fn merge(
         &self,
-        locator: &Value,
+        loc: &Locator,
         source: &Target,
         message: &str,
         expected: &Expected,
     ) -> Result<Value> {
-        let (loc, store) = open(locator)?;
-        let theirs = Self::resolve(&store, &loc, source)?;
+        let store = open(loc)?;
+        let theirs = Self::resolve(&store, loc, source)?;
         let head = Self::update_branch(&store, &loc.branch, expected, |head| {
             let ours = head
+                .map(String::as_str)
                 .ok_or_else(|| Error::not_found(format!("branch {} does not exist", loc.branch)))?;
             if store.is_ancestor(&theirs, ours)? {
                 return Ok(None); // Already merged.
@@ -546,11 +460,11 @@ impl Backend for MemoryBackend {
 
     fn ancestor_of(
         &self,
-        locator: &Value,
+        loc: &Locator,
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let (a, d) = (snapshot_id(ancestor)?, snapshot_id(descendant)?);
         if store.snapshot(&a)?.is_none() || store.snapshot(&d)?.is_none() {
             return Ok(None);
@@ -558,8 +472,8 @@ impl Backend for MemoryBackend {
         store.is_ancestor(&a, &d).map(Some)
     }
 
-    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
-        let (loc, store) = open(locator)?;
+    fn open(&self, loc: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
+        let store = open(loc)?;
         // (ref name, whether it is a branch one may write to)
         let (name, branch) = match target {
             Target::Base if loc.at.is_none() => (Some(loc.branch.clone()), true),
@@ -568,7 +482,7 @@ impl Backend for MemoryBackend {
             Target::Pinned(pin) => (Some(Self::pinned(&store, pin)?.0), false),
             Target::Recorded(_) => (None, false),
         };
-        let id = Self::resolve(&store, &loc, target)?;
+        let id = Self::resolve(&store, loc, target)?;
         Ok(Handle {
             type_name: "MemoryHandle".into(),
             address: format!("{}#{}", loc.system, name.as_deref().unwrap_or(&id)),
@@ -580,14 +494,14 @@ impl Backend for MemoryBackend {
 
     fn history(
         &self,
-        locator: &Value,
+        loc: &Locator,
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
-        let (loc, store) = open(locator)?;
+        let store = open(loc)?;
         let start = match from_ref {
             Some(rev) => store.resolve_rev(rev)?,
-            None => Self::base_head(&store, &loc)?,
+            None => Self::base_head(&store, loc)?,
         };
         let mut refs = store.refs(RefKind::Branch)?;
         refs.extend(store.refs(RefKind::Tag)?);
@@ -608,13 +522,13 @@ impl Backend for MemoryBackend {
 
     fn diff(
         &self,
-        locator: &Value,
+        loc: &Locator,
         a: &Value,
         b: &Value,
         _: Option<&str>,
         _: Option<&str>,
     ) -> Result<ObjectDiff> {
-        let (_, store) = open(locator)?;
+        let store = open(loc)?;
         let old = store.require_snapshot(&snapshot_id(a)?)?.payload;
         let new = store.require_snapshot(&snapshot_id(b)?)?.payload;
         let mut diff = ObjectDiff::new("keys");
@@ -629,8 +543,8 @@ impl Backend for MemoryBackend {
         Ok(diff)
     }
 
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
-        let (loc, store) = open(locator)?;
+    fn create(&self, loc: &Locator, owner: &str) -> Result<Value> {
+        let store = open(loc)?;
         let refuse = || {
             Error::backend(format!(
                 "{} is not empty; create never adopts an existing store",
@@ -656,13 +570,13 @@ impl Backend for MemoryBackend {
         Ok(state_json(&id))
     }
 
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
-        let (_, store) = open(locator)?;
+    fn owner(&self, loc: &Locator) -> Result<Option<String>> {
+        let store = open(loc)?;
         store.owner()
     }
 
-    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
-        let (loc, store) = open(locator)?;
+    fn is_ref_empty(&self, loc: &Locator, ignoring: &[String]) -> Result<Option<bool>> {
+        let store = open(loc)?;
         for key in store.keys()? {
             let accounted = match key {
                 Key::Owner | Key::Snapshot(_) | Key::Tombstone(_) => true,
@@ -680,30 +594,12 @@ impl Backend for MemoryBackend {
         Ok(Some(store.require_snapshot(&base.value)?.is_initial()))
     }
 
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
-        let (loc, store) = open(locator)?;
+    fn delete_store(&self, loc: &Locator, owner: &str) -> Result<()> {
+        let store = open(loc)?;
         // Re-check right before the irreversible step: the marker, then emptiness.
-        match store.owner()? {
-            Some(o) if o == owner => {}
-            Some(o) => {
-                return Err(Error::backend(format!(
-                    "{} is owned by {o}, not {owner}",
-                    loc.system
-                )));
-            }
-            None => {
-                return Err(Error::backend(format!(
-                    "{} has no owner marker; not deleting",
-                    loc.system
-                )));
-            }
-        }
-        if self.is_ref_empty(locator, &[])? != Some(true) {
-            return Err(Error::backend(format!(
-                "{} is not empty; not deleting",
-                loc.system
-            )));
-        }
+        kit::guard_delete(&loc.system, store.owner()?.as_deref(), owner, || {
+            Ok(self.is_ref_empty(loc, &[])? == Some(true))
+        })?;
         // Refs and snapshots first, the marker last, so a failure part way
         // leaves a store that is still recognisably ours.
         for key in store.keys()? {
@@ -761,4 +657,4 @@ impl tether_sdk::DescribeExt for MemoryBackend {
 }
 
 #[cfg(feature = "export")]
-tether_sdk::export!(MemoryBackend, harness: MemoryHarness, describe_ext);
+tether_sdk::export!(MemoryBackend, harness: MemoryHarness, [describe_ext]);

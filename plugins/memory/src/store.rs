@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use tether_sdk::kit::{self, SecondsFormat};
 use tether_sdk::storage::{Bucket, PutMode, StorageError, Versioned};
 use tether_sdk::{Error, Result, canonical_json};
 
@@ -56,7 +57,7 @@ impl Snapshot {
             parents,
             payload,
             message: message.to_owned(),
-            when: now_rfc3339(),
+            when: kit::now_rfc3339(SecondsFormat::Secs),
         }
     }
 
@@ -423,29 +424,4 @@ fn ref_key(kind: RefKind, name: &str) -> Result<String> {
         )));
     }
     Ok(format!("{}{name}.json", kind.prefix()))
-}
-
-/// Now as RFC 3339 UTC, or `None` without a clock.
-fn now_rfc3339() -> Option<String> {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Some(format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    ))
 }

@@ -8,6 +8,8 @@ use tether_sdk::{Backend, Descriptor, Result, cap, descriptor};
 struct FromTheFuture;
 
 impl Backend for FromTheFuture {
+    type Locator = Value;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             abi: "0.2.0".into(),

@@ -4,7 +4,7 @@
 
 use memory_variant::{Memory, Variant};
 use serde_json::Value;
-use tether_plugin_memory::{MemoryBackend, MemoryHarness};
+use tether_plugin_memory::{Locator, MemoryBackend, MemoryHarness};
 use tether_sdk::{Backend, Result};
 
 #[derive(Default)]
@@ -16,7 +16,7 @@ impl Variant for AcmeRebuild {
     fn fingerprint(
         &self,
         memory: &MemoryBackend,
-        locator: &Value,
+        locator: &Locator,
         working_ref: Option<&str>,
     ) -> Result<Value> {
         // A distinct marker keeps this build's bytes distinct from `acme`'s.

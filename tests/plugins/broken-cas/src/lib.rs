@@ -2,8 +2,7 @@
 //! `fork`. The conformance suite's racing forks must catch it.
 
 use memory_variant::{Memory, Variant};
-use serde_json::Value;
-use tether_plugin_memory::{MemoryBackend, MemoryHarness};
+use tether_plugin_memory::{Locator, MemoryBackend, MemoryHarness};
 use tether_sdk::{Backend, Expected, Result, Target};
 
 #[derive(Default)]
@@ -15,7 +14,7 @@ impl Variant for BrokenCas {
     fn fork(
         &self,
         memory: &MemoryBackend,
-        locator: &Value,
+        locator: &Locator,
         source: &Target,
         name: &str,
         _: &Expected,

@@ -43,6 +43,9 @@ fn fs_refused(what: &str, path: &str, e: std::io::Error) -> Error {
 pub struct Hostile;
 
 impl Backend for Hostile {
+    // Taken raw and parsed per attack: each attack reads other fields.
+    type Locator = Value;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             storage_keys: vec!["root".into()],
@@ -139,4 +142,4 @@ impl DescribeFs for Hostile {
     }
 }
 
-tether_sdk::export!(Hostile, describe_ext, describe_fs);
+tether_sdk::export!(Hostile, [describe_ext, describe_fs]);

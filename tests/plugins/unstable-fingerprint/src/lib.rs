@@ -4,7 +4,7 @@
 
 use memory_variant::{Memory, Variant};
 use serde_json::{Value, json};
-use tether_plugin_memory::{MemoryBackend, MemoryHarness};
+use tether_plugin_memory::{Locator, MemoryBackend, MemoryHarness};
 use tether_sdk::{Backend, Error, Result};
 
 #[derive(Default)]
@@ -16,7 +16,7 @@ impl Variant for UnstableFingerprint {
     fn fingerprint(
         &self,
         memory: &MemoryBackend,
-        locator: &Value,
+        locator: &Locator,
         working_ref: Option<&str>,
     ) -> Result<Value> {
         let mut state = memory.fingerprint(locator, working_ref)?;

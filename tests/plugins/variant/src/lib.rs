@@ -6,7 +6,7 @@
 //! is then a few lines: the one thing it does wrong.
 
 use serde_json::Value;
-use tether_plugin_memory::MemoryBackend;
+use tether_plugin_memory::{Locator, MemoryBackend};
 use tether_sdk::{
     Backend, Descriptor, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result, Target,
     VerifyReport,
@@ -20,7 +20,7 @@ pub trait Variant: Default + 'static {
     fn fork(
         &self,
         memory: &MemoryBackend,
-        locator: &Value,
+        locator: &Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
@@ -31,7 +31,7 @@ pub trait Variant: Default + 'static {
     fn fingerprint(
         &self,
         memory: &MemoryBackend,
-        locator: &Value,
+        locator: &Locator,
         working_ref: Option<&str>,
     ) -> Result<Value> {
         memory.fingerprint(locator, working_ref)
@@ -46,6 +46,8 @@ pub struct Memory<V> {
 }
 
 impl<V: Variant> Backend for Memory<V> {
+    type Locator = Locator;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             kind: V::KIND.to_owned(),
@@ -55,7 +57,7 @@ impl<V: Variant> Backend for Memory<V> {
 
     fn fork(
         &self,
-        locator: &Value,
+        locator: &Locator,
         source: &Target,
         name: &str,
         expected: &Expected,
@@ -64,7 +66,7 @@ impl<V: Variant> Backend for Memory<V> {
             .fork(&self.memory, locator, source, name, expected)
     }
 
-    fn fingerprint(&self, locator: &Value, working_ref: Option<&str>) -> Result<Value> {
+    fn fingerprint(&self, locator: &Locator, working_ref: Option<&str>) -> Result<Value> {
         self.variant.fingerprint(&self.memory, locator, working_ref)
     }
 
@@ -74,33 +76,33 @@ impl<V: Variant> Backend for Memory<V> {
         self.memory.configure(config)
     }
 
-    fn validate_locator(&self, locator: &Value) -> Result<()> {
+    fn validate_locator(&self, locator: &Locator) -> Result<()> {
         self.memory.validate_locator(locator)
     }
 
-    fn identity(&self, locator: &Value) -> Result<Value> {
+    fn identity(&self, locator: &Locator) -> Result<Value> {
         self.memory.identity(locator)
     }
 
-    fn effective_capabilities(&self, locator: &Value, policy: &Value) -> Result<Vec<String>> {
+    fn effective_capabilities(&self, locator: &Locator, policy: &Value) -> Result<Vec<String>> {
         self.memory.effective_capabilities(locator, policy)
     }
 
-    fn pin(&self, locator: &Value, state: &Value, pin_id: &str) -> Result<PinRef> {
+    fn pin(&self, locator: &Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
         self.memory.pin(locator, state, pin_id)
     }
 
-    fn unpin(&self, locator: &Value, pin: &PinRef) -> Result<()> {
+    fn unpin(&self, locator: &Locator, pin: &PinRef) -> Result<()> {
         self.memory.unpin(locator, pin)
     }
 
-    fn list_pins(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_pins(&self, locator: &Locator) -> Result<Vec<String>> {
         self.memory.list_pins(locator)
     }
 
     fn verify(
         &self,
-        locator: &Value,
+        locator: &Locator,
         state: &Value,
         pin: Option<&PinRef>,
         deep: bool,
@@ -108,25 +110,25 @@ impl<V: Variant> Backend for Memory<V> {
         self.memory.verify(locator, state, pin, deep)
     }
 
-    fn delete_working_ref(&self, locator: &Value, working_ref: &str) -> Result<()> {
+    fn delete_working_ref(&self, locator: &Locator, working_ref: &str) -> Result<()> {
         self.memory.delete_working_ref(locator, working_ref)
     }
 
-    fn working_ref_blockers(&self, locator: &Value, working_ref: &str) -> Result<Option<String>> {
+    fn working_ref_blockers(&self, locator: &Locator, working_ref: &str) -> Result<Option<String>> {
         self.memory.working_ref_blockers(locator, working_ref)
     }
 
-    fn list_working_refs(&self, locator: &Value) -> Result<Vec<String>> {
+    fn list_working_refs(&self, locator: &Locator) -> Result<Vec<String>> {
         self.memory.list_working_refs(locator)
     }
 
-    fn promote(&self, locator: &Value, source: &Target, expected: &Expected) -> Result<Value> {
+    fn promote(&self, locator: &Locator, source: &Target, expected: &Expected) -> Result<Value> {
         self.memory.promote(locator, source, expected)
     }
 
     fn merge(
         &self,
-        locator: &Value,
+        locator: &Locator,
         source: &Target,
         message: &str,
         expected: &Expected,
@@ -136,20 +138,20 @@ impl<V: Variant> Backend for Memory<V> {
 
     fn ancestor_of(
         &self,
-        locator: &Value,
+        locator: &Locator,
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
         self.memory.ancestor_of(locator, ancestor, descendant)
     }
 
-    fn open(&self, locator: &Value, target: &Target, read_only: bool) -> Result<Handle> {
+    fn open(&self, locator: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
         self.memory.open(locator, target, read_only)
     }
 
     fn history(
         &self,
-        locator: &Value,
+        locator: &Locator,
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
@@ -158,7 +160,7 @@ impl<V: Variant> Backend for Memory<V> {
 
     fn diff(
         &self,
-        locator: &Value,
+        locator: &Locator,
         a: &Value,
         b: &Value,
         la: Option<&str>,
@@ -167,23 +169,23 @@ impl<V: Variant> Backend for Memory<V> {
         self.memory.diff(locator, a, b, la, lb)
     }
 
-    fn listing(&self, locator: &Value, state: &Value) -> Result<Option<String>> {
+    fn listing(&self, locator: &Locator, state: &Value) -> Result<Option<String>> {
         self.memory.listing(locator, state)
     }
 
-    fn create(&self, locator: &Value, owner: &str) -> Result<Value> {
+    fn create(&self, locator: &Locator, owner: &str) -> Result<Value> {
         self.memory.create(locator, owner)
     }
 
-    fn owner(&self, locator: &Value) -> Result<Option<String>> {
+    fn owner(&self, locator: &Locator) -> Result<Option<String>> {
         self.memory.owner(locator)
     }
 
-    fn is_ref_empty(&self, locator: &Value, ignoring: &[String]) -> Result<Option<bool>> {
+    fn is_ref_empty(&self, locator: &Locator, ignoring: &[String]) -> Result<Option<bool>> {
         self.memory.is_ref_empty(locator, ignoring)
     }
 
-    fn delete_store(&self, locator: &Value, owner: &str) -> Result<()> {
+    fn delete_store(&self, locator: &Locator, owner: &str) -> Result<()> {
         self.memory.delete_store(locator, owner)
     }
 }
