@@ -41,7 +41,7 @@ pub async fn run(args: Args) -> Result<Exit> {
             outln!("{v}");
         }
         for (target, e) in &report.failed {
-            eprintln!("FAILED {target}: {e}");
+            super::output::write_err(format_args!("FAILED {target}: {e}"));
         }
         outln!("forgot workspace {}", report.workspace);
     }

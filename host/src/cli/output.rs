@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
+use crate::model::display::{self, escape};
+
 /// How a command ended (spec/09 "Exit codes and errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -42,8 +44,13 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
+    // Whatever a command prints may quote a clone, a store or a plugin
+    // (locators, keys, store messages): nothing in it may drive the terminal.
+    let text = args
+        .as_str()
+        .map_or_else(|| std::fmt::format(args).into(), std::borrow::Cow::Borrowed);
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(args) {
+    if let Err(e) = stdout.write_all(escape(&text).as_bytes()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             let mut first = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,14 +74,25 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Print an error as `error: ...` (with its causes) and exit 1.
+/// Print an error as `error: ...` (with its causes) and exit 1. The
+/// message is escaped and bounded ([`display::message`]): it may quote a
+/// clone's file or a plugin's reply.
 pub fn fail(e: &anyhow::Error) -> ExitCode {
     let mut message = e.to_string();
     for cause in e.chain().skip(1) {
         message.push_str(&format!(": {cause}"));
     }
-    eprintln!("error: {message}");
+    write_err(format_args!("error: {message}"));
     ExitCode::from(1)
+}
+
+/// `eprintln!` for a line that may quote text tether did not write (a
+/// plugin's error, a store's message): escaped and bounded like [`fail`].
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    let text = args
+        .as_str()
+        .map_or_else(|| std::fmt::format(args).into(), std::borrow::Cow::Borrowed);
+    eprintln!("{}", display::message(&text));
 }
 
 /// How long ago an RFC 3339 timestamp was, in words (`3 minutes ago`).
