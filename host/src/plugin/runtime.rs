@@ -429,6 +429,10 @@ impl Plugin {
         } else {
             self.kind.clone()
         };
+        // What a read returns is copied into the plugin's memory: a read
+        // larger than its limit is refused by the storage capability, with
+        // a message naming the object, before the host reads it whole.
+        let grants = grants.with_read_limit(config.memory_limit as u64);
         let mut store = Store::new(
             &self.shared.engine,
             CallState::new(kind, grants, &preopens, config.memory_limit)
