@@ -28,6 +28,8 @@ pub mod layout;
 pub mod listing;
 pub mod manifest;
 pub mod policy;
+#[cfg(test)]
+mod proptests;
 pub mod secrets;
 pub mod time;
 pub mod toml_json;

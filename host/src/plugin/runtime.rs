@@ -533,6 +533,16 @@ pub const KNOWN_CAPABILITIES: &[&str] = &[
     "CREATE",
 ];
 
+/// A descriptor as the host takes it from the descriptor cache: JSON, then
+/// the checks every `describe` answer passes. For the property tests and
+/// fuzz targets; the cache reads through the same two steps.
+#[doc(hidden)]
+pub fn parse_descriptor(bytes: &[u8]) -> Result<Descriptor, String> {
+    let d: Descriptor = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    validate_descriptor(&d)?;
+    Ok(d)
+}
+
 fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
     let kind_ok = !d.kind.is_empty()
         && d.kind
