@@ -6,6 +6,7 @@ mod support;
 
 mod abi;
 mod bad_input;
+mod bounds;
 mod branching;
 mod commit_rollback;
 mod file_plugin;

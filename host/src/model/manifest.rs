@@ -228,7 +228,7 @@ impl Manifest {
             Some(Value::String(s)) if is_kind(s) => s.clone(),
             Some(other) => {
                 return Err(format!(
-                    "`kind` {} is not a backend kind (lowercase letters, digits, '-', '_')",
+                    "`kind` {} is not a backend kind (at most {MAX_KIND_LEN} lowercase letters, digits, '-', '_')",
                     shown(other)
                 ));
             }
@@ -344,8 +344,13 @@ fn shown(v: &Value) -> String {
     quote(&v.to_string())
 }
 
+/// The longest backend kind: a name, not data (plugins' descriptors are
+/// held to the same bound).
+pub const MAX_KIND_LEN: usize = 64;
+
 fn is_kind(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_KIND_LEN
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }

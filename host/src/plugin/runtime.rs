@@ -545,13 +545,15 @@ pub fn parse_descriptor(bytes: &[u8]) -> Result<Descriptor, String> {
 
 fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
     let kind_ok = !d.kind.is_empty()
+        && d.kind.len() <= crate::model::manifest::MAX_KIND_LEN
         && d.kind
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
     if !kind_ok {
         return Err(format!(
-            "kind {:?} must be non-empty lowercase letters, digits, '-' or '_'",
-            d.kind
+            "kind \"{}\" must be 1 to {} lowercase letters, digits, '-' or '_'",
+            crate::model::display::quote(&d.kind),
+            crate::model::manifest::MAX_KIND_LEN
         ));
     }
     if !d.has("FINGERPRINT") {
