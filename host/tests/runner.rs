@@ -13,6 +13,7 @@ mod file_plugin;
 mod file_s3;
 mod git_plugin;
 mod history_memo;
+mod hostile_plugin;
 mod icechunk_interop;
 mod icechunk_s3;
 mod inspect;
