@@ -547,7 +547,9 @@ fn open_object(
     Ok(Some((file, md)))
 }
 
-/// What [`read_object`] found.
+/// What [`read_object`] found. Matched as soon as it is returned, so the
+/// metadata stays inline rather than costing an allocation per read.
+#[allow(clippy::large_enum_variant)]
 enum Found {
     /// The whole content, and the metadata of the file it was read from.
     Whole(Vec<u8>, cap_std::fs::Metadata),
