@@ -7,6 +7,7 @@ mod support;
 
 mod abi;
 mod bad_input;
+mod bounds;
 mod branching;
 mod cli_frame;
 mod commit_rollback;
@@ -16,6 +17,7 @@ mod file_s3;
 mod git_plugin;
 mod history_memo;
 mod hostile_clone;
+mod hostile_plugin;
 mod icechunk_interop;
 mod icechunk_s3;
 mod inspect;

@@ -10,6 +10,8 @@
 //! - `bench`: the benchmarks, in release mode.
 //! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
 //!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
+//! - `fuzz [TARGET] [SECONDS]`: the `cargo fuzz` targets in `fuzz/`, one or
+//!   each in turn (nightly and cargo-fuzz; not part of CI).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,9 +34,10 @@ fn main() -> Result<()> {
         "test" => test(rest),
         "bench" => bench(rest),
         "new-plugin" => new_plugin(rest),
+        "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <setup | build-plugins | demo | test | bench | new-plugin NAME [--dir DIR]>"
+                "usage: cargo xtask <setup | build-plugins | demo | test | bench | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
             );
             Ok(())
         }
@@ -510,4 +513,147 @@ fn new_plugin(args: &[String]) -> Result<()> {
         dir.display()
     );
     Ok(())
+}
+
+/// The `cargo fuzz` targets in `fuzz/`: one per parser of bytes a clone, a
+/// store or a checkout's cache can hold.
+const FUZZ_TARGETS: &[&str] = &[
+    "manifest",
+    "tether_toml",
+    "workspace_toml",
+    "secrets_toml",
+    "ops_jsonl",
+    "plan",
+    "listing",
+    "history_memo",
+    "descriptor",
+];
+
+/// `fuzz [TARGET] [SECONDS]`: run TARGET (default: each in turn) for
+/// SECONDS each (default 600), one process at a time, then print the
+/// executions per target. Needs a nightly toolchain and cargo-fuzz; says
+/// how to get them when they are missing. A crash stops the run, with
+/// cargo-fuzz's report and the input under `fuzz/artifacts/`.
+fn fuzz(args: &[String]) -> Result<()> {
+    let mut targets: Vec<&str> = Vec::new();
+    let mut seconds: u64 = 600;
+    for a in args {
+        if let Ok(n) = a.parse::<u64>() {
+            seconds = n;
+        } else if FUZZ_TARGETS.contains(&a.as_str()) {
+            targets.push(a);
+        } else {
+            bail!(
+                "unknown fuzz target {a:?}; the targets are {}",
+                FUZZ_TARGETS.join(", ")
+            );
+        }
+    }
+    if targets.is_empty() {
+        targets = FUZZ_TARGETS.to_vec();
+    }
+    let nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .output();
+    if !nightly.as_ref().is_ok_and(|o| o.status.success()) {
+        bail!(
+            "`cargo xtask fuzz` needs a nightly Rust toolchain (cargo-fuzz builds with \
+             -Zsanitizer and libFuzzer's coverage flags): run \
+             `rustup toolchain install nightly --profile minimal`, then try again"
+        );
+    }
+    let cargo_fuzz = fuzz_cargo().args(["fuzz", "--version"]).output();
+    if !cargo_fuzz.as_ref().is_ok_and(|o| o.status.success()) {
+        bail!(
+            "`cargo xtask fuzz` needs cargo-fuzz: run `cargo install cargo-fuzz`, then try again"
+        );
+    }
+    let dir = root().join("fuzz");
+    let mut ran = Vec::new();
+    for target in targets {
+        let corpus = dir.join("corpus").join(target);
+        std::fs::create_dir_all(&corpus)
+            .with_context(|| format!("cannot create {}", corpus.display()))?;
+        let mut cmd = fuzz_cargo();
+        cmd.current_dir(&dir)
+            // No sanitizer: the parsers are safe Rust, where libFuzzer finds
+            // panics and hangs without one, and an ASan build of wasmtime
+            // and libgit2 takes far longer for nothing.
+            .args(["fuzz", "run", "--sanitizer", "none", target])
+            .arg(&corpus);
+        let seeds = dir.join("seeds").join(target);
+        if seeds.is_dir() {
+            cmd.arg(&seeds);
+        }
+        cmd.args([
+            "--",
+            &format!("-max_total_time={seconds}"),
+            "-print_final_stats=1",
+            "-timeout=10",
+            "-rss_limit_mb=2048",
+        ]);
+        eprintln!("+ {}", describe(&cmd));
+        let out = cmd
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {}", describe(&cmd)))?;
+        let (status, executions) = pass_through_stats(out)?;
+        if !status.success() {
+            bail!(
+                "fuzz target {target} failed ({status}): see its report above and fuzz/artifacts/{target}/"
+            );
+        }
+        ran.push((target, executions));
+    }
+    eprintln!("fuzzed {seconds} s per target, no crash:");
+    for (target, executions) in ran {
+        eprintln!(
+            "  {target:<16} {} executions",
+            executions.map_or("?".into(), |n| n.to_string())
+        );
+    }
+    Ok(())
+}
+
+/// `cargo` on the nightly toolchain, with nothing of the outer cargo's
+/// environment (its toolchain, wrappers, flags, target directory).
+fn fuzz_cargo() -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", "nightly", "cargo"]);
+    for var in [
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "RUSTUP_TOOLCHAIN",
+    ] {
+        cmd.env_remove(var);
+    }
+    // tether's build script would build the first-party plugins with this
+    // toolchain; the parsers fuzzed here do not need them.
+    cmd.env("TETHER_SKIP_PLUGIN_BUILD", "1");
+    cmd
+}
+
+/// Copy a fuzz run's stderr to ours, and take libFuzzer's final count of
+/// executions from it (`stat::number_of_executed_units: N`).
+fn pass_through_stats(
+    mut child: std::process::Child,
+) -> Result<(std::process::ExitStatus, Option<u64>)> {
+    use std::io::{BufRead, BufReader};
+    let mut executions = None;
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines() {
+            let line = line.context("reading the fuzzer's output")?;
+            if let Some(n) = line.strip_prefix("stat::number_of_executed_units:") {
+                executions = n.trim().parse().ok();
+            }
+            eprintln!("{line}");
+        }
+    }
+    Ok((child.wait()?, executions))
 }

@@ -78,7 +78,7 @@ fn print_human(changes: &[ObjectChange]) {
             }
         }
         if let Some(e) = &c.detail_error {
-            eprintln!("warning: {}: no content diff: {e}", c.key);
+            super::output::write_err(format_args!("warning: {}: no content diff: {e}", c.key));
         }
     }
 }

@@ -46,7 +46,7 @@ impl Planned for Args {
                 outln!("{v}");
             }
             for (target, e) in &report.failed {
-                eprintln!("FAILED {target}: {e}");
+                super::output::write_err(format_args!("FAILED {target}: {e}"));
             }
             outln!("forgot workspace {}", report.workspace);
         }

@@ -152,7 +152,7 @@ pub fn print_report(r: &GcReport, json: bool) -> Result<()> {
         outln!("deleted {} orphan listing(s)", r.deleted_listings.len());
     }
     for (target, e) in &r.failed {
-        eprintln!("FAILED {target}: {e}");
+        super::output::write_err(format_args!("FAILED {target}: {e}"));
     }
     if !r.applied_anything() && r.failed.is_empty() {
         outln!("nothing to release");

@@ -130,9 +130,9 @@ fn print_report(r: &NewReport, json: bool) -> Result<()> {
         }
     }
     for (key, error) in &r.failed {
-        eprintln!(
+        super::output::write_err(format_args!(
             "error: {key}: the fork failed ({error}); the other branches are in place; run `tether new` again once the cause is gone"
-        );
+        ));
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     };
     let opened = open::open(&repo, &opts).await?;
     for w in &opened.warnings {
-        eprintln!("warning: {w}");
+        super::output::write_err(format_args!("warning: {w}"));
     }
     if args.json {
         print_json(&opened)?;

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
+use crate::model::display::{self, escape};
+
 /// How a command ended (spec/09 "Exit codes and errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -42,8 +44,13 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
+    // Whatever a command prints may quote a clone, a store or a plugin
+    // (locators, keys, store messages): nothing in it may drive the terminal.
+    let text = args
+        .as_str()
+        .map_or_else(|| std::fmt::format(args).into(), std::borrow::Cow::Borrowed);
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(args) {
+    if let Err(e) = stdout.write_all(escape(&text).as_bytes()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             let mut first = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,10 +128,15 @@ impl ErrorReport {
         for cause in e.chain().skip(1) {
             message.push_str(&format!(": {cause}"));
         }
+        // Bounded like the text on stderr (it may quote a clone's file or a
+        // plugin's reply); JSON's own escaping covers control characters.
         ErrorReport {
             class,
-            message,
-            hints,
+            message: display::bound(&message, display::MESSAGE_BYTES).into_owned(),
+            hints: hints
+                .iter()
+                .map(|h| display::bound(h, display::MESSAGE_BYTES).into_owned())
+                .collect(),
         }
     }
 
@@ -154,18 +166,28 @@ impl ErrorReport {
 /// Print an error and return its exit code: `error: ...` (with its causes,
 /// and the hints as the message always gave them) on stderr, and with
 /// `--json` also `{"error": {"class", "message", "hints"}}` on stdout, so a
-/// script never parses prose.
+/// script never parses prose. The text on stderr is escaped and bounded
+/// ([`display::message`]): it may quote a clone's file or a plugin's reply.
 pub fn fail(e: &anyhow::Error, json: bool) -> ExitCode {
     let mut text = e.to_string();
     for cause in e.chain().skip(1) {
         text.push_str(&format!(": {cause}"));
     }
-    eprintln!("error: {text}");
+    write_err(format_args!("error: {text}"));
     let report = ErrorReport::of(e);
     if json {
         report.print_json();
     }
     ExitCode::from(report.exit_code())
+}
+
+/// `eprintln!` for a line that may quote text tether did not write (a
+/// plugin's error, a store's message): escaped and bounded like [`fail`].
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    let text = args
+        .as_str()
+        .map_or_else(|| std::fmt::format(args).into(), std::borrow::Cow::Borrowed);
+    eprintln!("{}", display::message(&text));
 }
 
 /// How long ago an RFC 3339 timestamp was, in words (`3 minutes ago`).

@@ -103,7 +103,7 @@ fn print_report(r: &PromoteReport, json: bool) -> Result<()> {
         outln!("kept {k}: {why}");
     }
     for (k, e) in &r.failed {
-        eprintln!("FAILED {k}: {e}");
+        super::output::write_err(format_args!("FAILED {k}: {e}"));
     }
     match (&r.trunk_moved, &r.trunk_held) {
         (Some(c), _) => outln!("moved the trunk bookmark to {}", &c[..c.len().min(12)]),

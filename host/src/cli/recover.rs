@@ -35,10 +35,10 @@ fn print_human(r: &RecoverReport) {
     outln!("dataset id {} (tether.toml)", r.dataset_id);
     for o in &r.objects {
         if let Some(e) = &o.error {
-            eprintln!(
+            super::output::write_err(format_args!(
                 "error: {} [{}]: its store could not be listed: {e}",
                 o.key, o.kind
-            );
+            ));
             continue;
         }
         if !o.holds_refs {

@@ -44,7 +44,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         match r {
             Ok(s) if !args.json => outln!("{k} {}", crate::engine::commit::brief(s)),
             Ok(_) => {}
-            Err(e) => eprintln!("error: {k}: {e}"),
+            Err(e) => super::output::write_err(format_args!("error: {k}: {e}")),
         }
     }
     Ok(if failed { Exit::Failed } else { Exit::Ok })

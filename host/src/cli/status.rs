@@ -81,7 +81,7 @@ fn print_human(r: &StatusReport) {
         }
         outln!("{line}");
         if let Some(e) = &o.error {
-            eprintln!("error: {}: {e}", o.key);
+            super::output::write_err(format_args!("error: {}: {e}", o.key));
         }
     }
 }

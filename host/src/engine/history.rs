@@ -361,10 +361,19 @@ impl Memo {
     fn read(path: &Path, prefix: &str) -> Option<(Memo, HashMap<String, ManifestSet>)> {
         // Never through a link: `.tether/cache/` is clone-controlled ground.
         let bytes = crate::model::fsutil::read_nofollow(path).ok()?;
+        Memo::decode(&bytes, prefix, path)
+    }
+
+    /// [`Memo::read`] of the file's bytes; `path` names it in the log.
+    fn decode(
+        bytes: &[u8],
+        prefix: &str,
+        path: &Path,
+    ) -> Option<(Memo, HashMap<String, ManifestSet>)> {
         let ignore = |e: &dyn std::fmt::Display| {
             tracing::debug!("ignoring history memo {}: {e}", path.display());
         };
-        let mut memo: Memo = match postcard::from_bytes(&bytes) {
+        let mut memo: Memo = match postcard::from_bytes(bytes) {
             Ok(m) => m,
             Err(e) => {
                 ignore(&e);
@@ -421,6 +430,29 @@ impl Memo {
         let bytes = postcard::to_allocvec(self).map_err(|e| e.to_string())?;
         fsutil::write_atomic(path, &bytes).map_err(|e| e.to_string())
     }
+}
+
+/// The memo's bytes for `sets` (each set also a commit of the same name),
+/// as a walk under `prefix` writes them. For the property tests and fuzz
+/// targets of the memo's decoding; tether itself writes through the walk.
+#[doc(hidden)]
+pub fn encode_memo(prefix: &str, sets: &BTreeMap<String, ManifestSet>) -> Vec<u8> {
+    let commits = sets
+        .keys()
+        .map(|id| (id.clone(), vec![id.clone()]))
+        .collect();
+    let by_ref = sets.iter().map(|(id, s)| (id.clone(), s)).collect();
+    Memo::new(prefix.to_owned(), None, commits, by_ref)
+        .and_then(|m| postcard::to_allocvec(&m).map_err(|e| e.to_string()))
+        .unwrap_or_default()
+}
+
+/// The manifest sets of memo `bytes` read as a walk under `prefix` reads
+/// them: `None` when they are not this tether's whole memo. For the property
+/// tests and fuzz targets: any bytes may be in the checkout's cache.
+#[doc(hidden)]
+pub fn decode_memo(bytes: &[u8], prefix: &str) -> Option<HashMap<String, ManifestSet>> {
+    Memo::decode(bytes, prefix, Path::new(MEMO_FILE)).map(|(_, sets)| sets)
 }
 
 #[cfg(test)]

@@ -16,7 +16,12 @@ pub use tether_contract::canonical::{map_to_string, to_string};
 
 /// Parse JSON text a plugin returned, naming what it was in the error.
 pub fn parse(text: &str, what: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON ({e}): {text:.200}"))
+    serde_json::from_str(text).map_err(|e| {
+        format!(
+            "{what} is not valid JSON ({e}): {}",
+            super::display::excerpt(text, 200)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::display::quote;
 use super::error::{ModelError, Result};
 use super::fsutil;
 use super::ids;
@@ -219,14 +220,16 @@ impl Manifest {
             )
         }) {
             return Err(format!(
-                "unknown field `{k}`; a manifest holds kind, locator, policy, state, pin, recoverable, captured_at and origin"
+                "unknown field `{}`; a manifest holds kind, locator, policy, state, pin, recoverable, captured_at and origin",
+                quote(k)
             ));
         }
         let kind = match json.get("kind") {
             Some(Value::String(s)) if is_kind(s) => s.clone(),
             Some(other) => {
                 return Err(format!(
-                    "`kind` {other} is not a backend kind (lowercase letters, digits, '-', '_')"
+                    "`kind` {} is not a backend kind (at most {MAX_KIND_LEN} lowercase letters, digits, '-', '_')",
+                    shown(other)
                 ));
             }
             None => return Err("`kind` is missing".into()),
@@ -242,14 +245,27 @@ impl Manifest {
             Some(Value::Object(p)) => {
                 for (k, v) in p {
                     match (k.as_str(), v) {
-                        ("file", Value::String(s)) => policy.file = s.parse()?,
-                        ("pin", Value::String(s)) => policy.pin = s.parse()?,
+                        ("file", Value::String(s)) => {
+                            policy.file = s.parse().map_err(|_| {
+                                format!(
+                                    "[policy] file {} is not \"immutable\" or \"versioned\"",
+                                    shown(v)
+                                )
+                            })?
+                        }
+                        ("pin", Value::String(s)) => {
+                            policy.pin = s.parse().map_err(|_| {
+                                format!("[policy] pin {} is not \"native\" or \"record\"", shown(v))
+                            })?
+                        }
                         // Manifests from before 0.1.0a9 carry `write`; it is
                         // read and ignored (`upgrade` drops it).
                         ("write", _) => {}
                         _ => {
                             return Err(format!(
-                                "[policy] {k} = {v} is not a policy field (file, pin)"
+                                "[policy] {} = {} is not a policy field (file, pin)",
+                                quote(k),
+                                shown(v)
                             ));
                         }
                     }
@@ -273,17 +289,28 @@ impl Manifest {
         let recoverable = match json.get("recoverable") {
             None => true,
             Some(Value::Bool(b)) => *b,
-            Some(other) => return Err(format!("`recoverable` must be true or false, not {other}")),
+            Some(other) => {
+                return Err(format!(
+                    "`recoverable` must be true or false, not {}",
+                    shown(other)
+                ));
+            }
         };
         let captured_at = match json.get("captured_at") {
             None => None,
             Some(Value::String(s)) => {
-                parse_timestamp(s).map_err(|m| format!("`captured_at`: {m}"))?;
+                parse_timestamp(s).map_err(|_| {
+                    format!(
+                        "`captured_at` {} is not an RFC 3339 timestamp like \"2026-09-04T22:10:03.118Z\"",
+                        shown(&Value::String(s.clone()))
+                    )
+                })?;
                 Some(s.clone())
             }
             Some(other) => {
                 return Err(format!(
-                    "`captured_at` must be a timestamp string, not {other}"
+                    "`captured_at` must be a timestamp string, not {}",
+                    shown(other)
                 ));
             }
         };
@@ -293,7 +320,8 @@ impl Manifest {
             Some(Value::String(s)) if s == "adopted" => Origin::Adopted,
             Some(other) => {
                 return Err(format!(
-                    "`origin` is {other}; the only value written is \"created\""
+                    "`origin` is {}; the only value written is \"created\"",
+                    shown(other)
                 ));
             }
         };
@@ -310,8 +338,19 @@ impl Manifest {
     }
 }
 
+/// A value from the file as an error shows it: JSON, escaped, at most an
+/// excerpt (a clone's manifest may hold anything, of any length).
+fn shown(v: &Value) -> String {
+    quote(&v.to_string())
+}
+
+/// The longest backend kind: a name, not data (plugins' descriptors are
+/// held to the same bound).
+pub const MAX_KIND_LEN: usize = 64;
+
 fn is_kind(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_KIND_LEN
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
@@ -327,7 +366,9 @@ fn parse_pin(p: &JsonMap) -> Result<Pin, String> {
             ("created", Value::Bool(b)) => created = *b,
             _ => {
                 return Err(format!(
-                    "[pin] {k} = {v} is not a pin field (id, ref, created)"
+                    "[pin] {} = {} is not a pin field (id, ref, created)",
+                    quote(k),
+                    shown(v)
                 ));
             }
         }
@@ -336,7 +377,8 @@ fn parse_pin(p: &JsonMap) -> Result<Pin, String> {
     let r#ref = r#ref.ok_or("[pin] ref is missing")?;
     if ids::parse_pin_id(&id).is_none() {
         return Err(format!(
-            "[pin] id {id:?} is not a pin id (<8 hex dataset id>.<16 hex>)"
+            "[pin] id {} is not a pin id (<8 hex dataset id>.<16 hex>)",
+            shown(&Value::String(id))
         ));
     }
     // The ref must be this pin's own name, so a manifest cannot make `gc`
@@ -345,7 +387,8 @@ fn parse_pin(p: &JsonMap) -> Result<Pin, String> {
         Some(parsed) if parsed.pin_id() == id => {}
         _ => {
             return Err(format!(
-                "[pin] ref {ref:?} is not tether.{id} or one of its generations (.2 … .1000)"
+                "[pin] ref {} is not tether.{id} or one of its generations (.2 … .1000)",
+                shown(&Value::String(r#ref))
             ));
         }
     }

@@ -12,12 +12,14 @@
 //! - [`workspace`] — `.tether/workspace.toml`;
 //! - [`secrets`] — `.tether/secrets.toml` and credential resolution;
 //! - [`layout`] — where each file lives, and finding the dataset root;
+//! - [`display`] — escaping and excerpts of text tether did not write;
 //! - [`toml_json`] — how JSON locators and states are stored in TOML;
 //! - [`time`] — the timestamp form; [`fsutil`]: atomic writes and file stamps;
 //! - [`error`] — [`ModelError`].
 
 pub mod canonical;
 pub mod config;
+pub mod display;
 pub mod error;
 pub mod fsutil;
 pub mod ids;
@@ -26,6 +28,8 @@ pub mod layout;
 pub mod listing;
 pub mod manifest;
 pub mod policy;
+#[cfg(test)]
+mod proptests;
 pub mod secrets;
 pub mod time;
 pub mod toml_json;

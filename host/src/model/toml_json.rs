@@ -38,9 +38,38 @@ pub fn parse_table(text: &str) -> Result<toml::Table, String> {
                  (`jj resolve`, `git mergetool`, or edit the file), then run the command again",
                 i + 1
             ),
-            None => format!("not valid TOML: {e}"),
+            None => toml_error(text, &e),
         },
     )
+}
+
+/// A TOML error as one bounded line: where it is, what is wrong, and an
+/// escaped excerpt of the line around it. toml's own message quotes the whole
+/// line, which in a clone's file may be megabytes of anything.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    use super::display;
+    let what = display::excerpt(e.message().trim(), display::EXCERPT_CHARS);
+    let Some(at) = e.span().map(|s| s.start.min(text.len())) else {
+        return format!("not valid TOML: {what}");
+    };
+    let mut at = at;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let line_no = text[..line_start].matches('\n').count() + 1;
+    let column = text[line_start..at].chars().count() + 1;
+    // Up to half an excerpt on each side of the error.
+    let half = display::EXCERPT_CHARS / 2;
+    let from = text[line_start..at]
+        .char_indices()
+        .rev()
+        .nth(half.saturating_sub(1))
+        .map_or(line_start, |(i, _)| line_start + i);
+    let near = display::excerpt(&text[from..line_end], 2 * half);
+    let lead = if from > line_start { "…" } else { "" };
+    format!("not valid TOML at line {line_no}, column {column}: {what} (near: {lead}{near})")
 }
 
 /// `null` members dropped at any depth: the one null rule, shared with the
@@ -218,8 +247,26 @@ mod tests {
         );
         assert!(e.contains("jj resolve"), "{e}");
         let e = parse_table("kind = ").unwrap_err();
-        assert!(e.starts_with("not valid TOML: "), "{e}");
+        assert!(e.starts_with("not valid TOML at line 1, column 8: "), "{e}");
         assert_eq!(parse_table("a = 1").unwrap()["a"].as_integer(), Some(1));
+    }
+
+    #[test]
+    fn a_syntax_error_quotes_an_escaped_excerpt_of_its_line() {
+        // A megabyte-long line: the error quotes a little of it.
+        let long = format!(
+            "a = 1\nkind = \"{}\" junk {}\n",
+            "x".repeat(1 << 20),
+            "y".repeat(1 << 20)
+        );
+        let e = parse_table(&long).unwrap_err();
+        assert!(e.starts_with("not valid TOML at line 2, column "), "{e}");
+        assert!(e.len() < 1024, "{} bytes", e.len());
+        assert!(e.contains("more bytes)"), "{e}");
+        // Control characters in the line are shown escaped.
+        let e = parse_table("kind = \u{1b}[2J\u{7}").unwrap_err();
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{7}'), "{e:?}");
+        assert!(e.contains("\\u001b[2J"), "{e}");
     }
     use crate::model::canonical;
     use serde_json::json;

@@ -79,8 +79,27 @@ impl BackendError {
 }
 
 impl From<super::bindings::types::Error> for BackendError {
+    /// What the plugin said, each message bounded: it is shown, logged and
+    /// reported in `--json`, and a plugin's message may be of any length.
     fn from(e: super::bindings::types::Error) -> Self {
         use super::bindings::types::Error as E;
+        use crate::model::display::{MESSAGE_BYTES, bound};
+        let bounded = |m: String| match bound(&m, MESSAGE_BYTES) {
+            std::borrow::Cow::Borrowed(_) => m,
+            std::borrow::Cow::Owned(cut) => cut,
+        };
+        let e = match e {
+            E::Backend(m) => E::Backend(bounded(m)),
+            E::Capability(m) => E::Capability(bounded(m)),
+            E::RefMoved(m) => E::RefMoved(bounded(m)),
+            E::MergeConflict(units) => E::MergeConflict(units.into_iter().map(bounded).collect()),
+            E::PinDrift(m) => E::PinDrift(bounded(m)),
+            E::ImmutableModified(m) => E::ImmutableModified(bounded(m)),
+            E::NotFound(m) => E::NotFound(bounded(m)),
+            E::Denied(m) => E::Denied(bounded(m)),
+            E::Invalid(m) => E::Invalid(bounded(m)),
+            E::Other(m) => E::Other(bounded(m)),
+        };
         match e {
             E::Backend(m) => BackendError::Backend(m),
             E::Capability(m) => BackendError::Capability(m),

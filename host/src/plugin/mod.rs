@@ -31,6 +31,7 @@ pub use error::{BackendError, PluginError};
 pub use fanout::{FanOut, MultiObjectError, fan_out};
 pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
+    parse_descriptor,
 };
 pub use types::{
     Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff,

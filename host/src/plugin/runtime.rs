@@ -429,6 +429,10 @@ impl Plugin {
         } else {
             self.kind.clone()
         };
+        // What a read returns is copied into the plugin's memory: a read
+        // larger than its limit is refused by the storage capability, with
+        // a message naming the object, before the host reads it whole.
+        let grants = grants.with_read_limit(config.memory_limit as u64);
         let mut store = Store::new(
             &self.shared.engine,
             CallState::new(kind, grants, &preopens, config.memory_limit)
@@ -521,15 +525,27 @@ pub const KNOWN_CAPABILITIES: &[&str] = &{
     names
 };
 
+/// A descriptor as the host takes it from the descriptor cache: JSON, then
+/// the checks every `describe` answer passes. For the property tests and
+/// fuzz targets; the cache reads through the same two steps.
+#[doc(hidden)]
+pub fn parse_descriptor(bytes: &[u8]) -> Result<Descriptor, String> {
+    let d: Descriptor = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    validate_descriptor(&d)?;
+    Ok(d)
+}
+
 fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
     let kind_ok = !d.kind.is_empty()
+        && d.kind.len() <= crate::model::manifest::MAX_KIND_LEN
         && d.kind
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
     if !kind_ok {
         return Err(format!(
-            "kind {:?} must be non-empty lowercase letters, digits, '-' or '_'",
-            d.kind
+            "kind \"{}\" must be 1 to {} lowercase letters, digits, '-' or '_'",
+            crate::model::display::quote(&d.kind),
+            crate::model::manifest::MAX_KIND_LEN
         ));
     }
     if !d.declares(Capability::Fingerprint) {

@@ -334,6 +334,7 @@ fn normalise_segments(path: &str) -> Option<Vec<String>> {
 pub struct StorageLocation {
     uri: String,
     target: Target,
+    read_limit: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -365,6 +366,8 @@ pub struct Grants {
     /// The host-resolved settings every `s3://` grant opens with; `None`
     /// reads them from the environment alone.
     s3: Option<S3Resolution>,
+    /// The most bytes one read may return ([`Grants::with_read_limit`]).
+    read_limit: Option<u64>,
 }
 
 impl Grants {
@@ -377,7 +380,17 @@ impl Grants {
                 .filter_map(|u| ParsedUri::parse(&u).ok())
                 .collect(),
             s3: None,
+            read_limit: None,
         }
+    }
+
+    /// Refuse reads of more than `bytes` (a whole object, or a range) before
+    /// reading them: what a plugin reads is copied into its memory, so
+    /// anything larger than its memory limit could only crash it, after the
+    /// host had held all of it.
+    pub fn with_read_limit(mut self, bytes: u64) -> Self {
+        self.read_limit = Some(bytes);
+        self
     }
 
     /// Open `s3://` grants with `settings` (resolved by the host from
@@ -431,6 +444,7 @@ impl Grants {
         Ok(StorageLocation {
             uri: parsed.canonical(),
             target,
+            read_limit: self.read_limit.unwrap_or(u64::MAX),
         })
     }
 
@@ -446,6 +460,9 @@ impl Grants {
 pub struct Bucket {
     uri: Arc<str>,
     backend: Backend,
+    /// The most bytes one `get` or `get_range` returns; larger reads are
+    /// refused before they are made ([`Grants::with_read_limit`]).
+    read_limit: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -479,7 +496,11 @@ impl Bucket {
                 &settings,
             )?)),
         };
-        Ok(Self { uri, backend })
+        Ok(Self {
+            uri,
+            backend,
+            read_limit: location.read_limit,
+        })
     }
 
     /// The normalised URI this bucket was opened at.
@@ -493,8 +514,8 @@ impl Bucket {
     pub async fn get(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
         self.check_read_key(key)?;
         match &self.backend {
-            Backend::Local(b) => b.get(key).await,
-            Backend::Object(b) => b.get(key).await,
+            Backend::Local(b) => b.get(key, self.read_limit).await,
+            Backend::Object(b) => b.get(key, self.read_limit).await,
         }
     }
 
@@ -508,8 +529,8 @@ impl Bucket {
     ) -> Result<Option<Vec<u8>>, StorageError> {
         self.check_read_key(key)?;
         match &self.backend {
-            Backend::Local(b) => b.get_range(key, offset, length).await,
-            Backend::Object(b) => b.get_range(key, offset, length).await,
+            Backend::Local(b) => b.get_range(key, offset, length, self.read_limit).await,
+            Backend::Object(b) => b.get_range(key, offset, length, self.read_limit).await,
         }
     }
 
@@ -663,6 +684,16 @@ fn validate_key(key: &str) -> Result<(), &'static str> {
         }
     }
     Ok(())
+}
+
+/// The refusal of a read of `size` bytes over the bucket's read limit
+/// `limit`, naming the object, both sizes and what to do.
+fn too_large(uri: &str, op: &str, key: &str, size: u64, limit: u64) -> StorageError {
+    StorageError::Invalid(format!(
+        "{uri}: {op} {key:?}: the object is {size} bytes, more than the plugin's memory limit \
+         of {limit} bytes, so the host refused to read it (read it in ranges with get-range, \
+         or raise the limit with TETHER_PLUGIN_MEMORY, in MiB)"
+    ))
 }
 
 /// Etag of local objects: the first 32 hex digits of the content's SHA-256.

@@ -184,7 +184,20 @@ pub(crate) fn json_in(value: &Value) -> String {
     canonical::to_string(value)
 }
 
+/// The most JSON one reply may hold (a locator, a state, a handle's
+/// fields): far beyond any real one, and it keeps a plugin from handing the
+/// host a state of hundreds of megabytes to write into every manifest.
+pub(crate) const MAX_JSON_REPLY: usize = 4 << 20;
+
 pub(crate) fn json_out(text: &str, what: &str) -> Result<Value, BackendError> {
+    if text.len() > MAX_JSON_REPLY {
+        return Err(BackendError::Other(format!(
+            "the plugin returned a {what} of {} bytes, more than the {} bytes the host accepts: {}",
+            text.len(),
+            MAX_JSON_REPLY,
+            crate::model::display::quote(text)
+        )));
+    }
     canonical::parse(text, what).map_err(BackendError::Other)
 }
 

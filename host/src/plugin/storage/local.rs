@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     ListPage, ObjectMeta, PutMode, StorageError, StoredObject, TMP_PREFIX, content_etag,
-    system_time_rfc3339,
+    system_time_rfc3339, too_large,
 };
 
 /// Attempts at creating a temp file when a concurrent delete prunes its
@@ -206,15 +206,20 @@ impl LocalBucket {
     pub(super) async fn get(
         self: &Arc<Self>,
         key: &str,
+        max: u64,
     ) -> Result<Option<StoredObject>, StorageError> {
         self.inline(|b| {
             let op = Op { name: "get", key };
             let Some(root) = b.root_for_read().map_err(|e| b.err(&op, e))? else {
                 return Ok(None);
             };
-            let Some((data, md)) = read_object(&root, &b.rel(key)).map_err(|e| b.err(&op, e))?
-            else {
-                return Ok(None);
+            let found = read_object_at_most(&root, &b.rel(key), max).map_err(|e| b.err(&op, e))?;
+            let (data, md) = match found {
+                None => return Ok(None),
+                Some(Found::TooLarge(size)) => {
+                    return Err(too_large(&b.uri, "get", key, size, max));
+                }
+                Some(Found::Whole(data, md)) => (data, md),
             };
             let meta = b.meta(key, &data, &md);
             Ok(Some(StoredObject {
@@ -229,6 +234,7 @@ impl LocalBucket {
         key: &str,
         offset: u64,
         length: u64,
+        max: u64,
     ) -> Result<Option<Vec<u8>>, StorageError> {
         self.inline(|b| {
             let op = Op {
@@ -246,12 +252,20 @@ impl LocalBucket {
                 if offset >= size || length == 0 {
                     return Ok(Some(Vec::new()));
                 }
+                if length.min(size - offset) > max {
+                    return Err(io::Error::other(TooLargeRange(length.min(size - offset))));
+                }
                 file.seek(SeekFrom::Start(offset))?;
                 let mut out = Vec::with_capacity(length.min(size - offset) as usize);
                 file.take(length).read_to_end(&mut out)?;
                 Ok(Some(out))
             };
-            read().map_err(|e| b.err(&op, e))
+            read().map_err(
+                |e| match e.get_ref().and_then(|e| e.downcast_ref::<TooLargeRange>()) {
+                    Some(TooLargeRange(n)) => too_large(&b.uri, "get-range", key, *n, max),
+                    None => b.err(&op, e),
+                },
+            )
         })
     }
 
@@ -264,9 +278,29 @@ impl LocalBucket {
             let Some(root) = b.root_for_read().map_err(|e| b.err(&op, e))? else {
                 return Ok(None);
             };
-            // The etag is a content hash, so head reads the object too.
-            let found = read_object(&root, &b.rel(key)).map_err(|e| b.err(&op, e))?;
-            Ok(found.map(|(data, md)| b.meta(key, &data, &md)))
+            // The etag is a content hash, so head reads the object too, a
+            // buffer at a time: an object of any size costs no more memory.
+            let found = open_object(&root, &b.rel(key))
+                .and_then(|o| {
+                    o.map(|(file, md)| {
+                        let mut hasher = Sha256::new();
+                        let size = io::copy(&mut io::BufReader::new(file), &mut hasher)?;
+                        let mut etag = hex::encode(hasher.finalize());
+                        etag.truncate(32);
+                        Ok(ObjectMeta {
+                            key: key.to_string(),
+                            size,
+                            etag,
+                            last_modified: md
+                                .modified()
+                                .ok()
+                                .map(|t| system_time_rfc3339(t.into_std())),
+                        })
+                    })
+                    .transpose()
+                })
+                .map_err(|e| b.err(&op, e))?;
+            Ok(found)
         })
     }
 
@@ -513,12 +547,46 @@ fn open_object(
     Ok(Some((file, md)))
 }
 
+/// What [`read_object`] found. Matched as soon as it is returned, so the
+/// metadata stays inline rather than costing an allocation per read.
+#[allow(clippy::large_enum_variant)]
+enum Found {
+    /// The whole content, and the metadata of the file it was read from.
+    Whole(Vec<u8>, cap_std::fs::Metadata),
+    /// More bytes than the read limit (at least this many); nothing was read.
+    TooLarge(u64),
+}
+
+/// A ranged read over the read limit, carried through `io::Error` to
+/// become [`too_large`].
+#[derive(Debug)]
+struct TooLargeRange(u64);
+
+impl std::fmt::Display for TooLargeRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a read of {} bytes is over the limit", self.0)
+    }
+}
+
+impl std::error::Error for TooLargeRange {}
+
 /// Content and metadata of one object, read from a single open file so both
 /// describe the same version even while a writer renames a new one in.
 fn read_object(root: &Dir, rel: &Path) -> io::Result<Option<(Vec<u8>, cap_std::fs::Metadata)>> {
+    Ok(match read_object_at_most(root, rel, u64::MAX)? {
+        Some(Found::Whole(data, md)) => Some((data, md)),
+        Some(Found::TooLarge(_)) | None => None,
+    })
+}
+
+/// [`read_object`], except that an object over `max` bytes is not read.
+fn read_object_at_most(root: &Dir, rel: &Path, max: u64) -> io::Result<Option<Found>> {
     let Some((mut file, md)) = open_object(root, rel)? else {
         return Ok(None);
     };
+    if md.len() > max {
+        return Ok(Some(Found::TooLarge(md.len())));
+    }
     // The size the metadata gave, and no more: writers replace an object by
     // renaming a new file over it, never by growing it, so those bytes are
     // the version `md` describes, and no further read is needed to find the
@@ -526,10 +594,13 @@ fn read_object(root: &Dir, rel: &Path) -> io::Result<Option<(Vec<u8>, cap_std::f
     // Read through `Take` because `File::read_to_end` would stat and seek
     // again. A file that reports no size (procfs) is read to its end.
     let len = md.len();
-    let limit = if len == 0 { u64::MAX } else { len };
+    let limit = if len == 0 { max.saturating_add(1) } else { len };
     let mut data = Vec::with_capacity(len as usize);
     Read::by_ref(&mut file).take(limit).read_to_end(&mut data)?;
-    Ok(Some((data, md)))
+    if data.len() as u64 > max {
+        return Ok(Some(Found::TooLarge(data.len() as u64)));
+    }
+    Ok(Some(Found::Whole(data, md)))
 }
 
 /// Write `data` to a temp file beside `rel`, fsync it, and rename it over

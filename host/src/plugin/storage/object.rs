@@ -18,7 +18,7 @@ use object_store::{
     UpdateVersion,
 };
 
-use super::{ListPage, ObjectMeta, PutMode, StorageError, StoredObject};
+use super::{ListPage, ObjectMeta, PutMode, StorageError, StoredObject, too_large};
 
 /// The process-wide memory buckets, by name. They live as long as the
 /// process, which is what the reference backend and the tests want.
@@ -139,13 +139,21 @@ impl ObjectBucket {
         }
     }
 
-    pub(super) async fn get(&self, key: &str) -> Result<Option<StoredObject>, StorageError> {
+    pub(super) async fn get(
+        &self,
+        key: &str,
+        max: u64,
+    ) -> Result<Option<StoredObject>, StorageError> {
         let path = self.path(key)?;
         let result = match self.store.get(&path).await {
             Ok(r) => r,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(self.err("get", key, e)),
         };
+        // Before the body is read: the response's metadata gives the size.
+        if result.meta.size > max {
+            return Err(too_large(&self.uri, "get", key, result.meta.size, max));
+        }
         let meta = self.meta(key, &result.meta);
         let data = result.bytes().await.map_err(|e| self.err("get", key, e))?;
         Ok(Some(StoredObject { meta, data }))
@@ -156,6 +164,7 @@ impl ObjectBucket {
         key: &str,
         offset: u64,
         length: u64,
+        max: u64,
     ) -> Result<Option<Vec<u8>>, StorageError> {
         let path = self.path(key)?;
         if length > 0 {
@@ -165,6 +174,10 @@ impl ObjectBucket {
             };
             match self.store.get_opts(&path, options).await {
                 Ok(r) => {
+                    let size = r.range.end.saturating_sub(r.range.start);
+                    if size > max {
+                        return Err(too_large(&self.uri, "get-range", key, size, max));
+                    }
                     let data = r.bytes().await.map_err(|e| self.err("get-range", key, e))?;
                     return Ok(Some(data.to_vec()));
                 }
@@ -378,7 +391,7 @@ impl ObjectBucket {
     /// Copy without overwrite where the store has no copy-if-not-exists (S3):
     /// read the source and put it create-only, which S3 makes atomic.
     async fn copy_create(&self, src: &str, dst: &str) -> Result<ObjectMeta, StorageError> {
-        let Some(obj) = self.get(src).await? else {
+        let Some(obj) = self.get(src, u64::MAX).await? else {
             return Err(StorageError::PreconditionFailed(format!(
                 "{}: copy {src:?} to {dst:?}: the source key does not exist",
                 self.uri

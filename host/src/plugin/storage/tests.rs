@@ -1097,3 +1097,57 @@ async fn the_empty_key_reads_the_object_at_the_granted_uri() {
     let r = local.bucket.head("").await;
     assert!(matches!(r, Err(StorageError::Invalid(_))), "{r:?}");
 }
+
+/// A read larger than the bucket's read limit (the calling plugin's memory
+/// limit) is refused before it is made, naming the object and both sizes;
+/// smaller reads, ranges within it and `head` still work.
+#[tokio::test]
+async fn reads_over_the_read_limit_are_refused() {
+    for mut h in [
+        local_harness().await,
+        memory_harness().await,
+        memory_sub_harness().await,
+    ] {
+        let b = &h.bucket;
+        b.put("big", vec![7u8; 100], PutMode::Overwrite)
+            .await
+            .unwrap();
+        b.put("fits", vec![7u8; 64], PutMode::Overwrite)
+            .await
+            .unwrap();
+        h.bucket.read_limit = 64;
+        let b = &h.bucket;
+        let uri = b.uri().to_string();
+        for e in [
+            b.get("big").await.unwrap_err(),
+            b.get_range("big", 0, u64::MAX).await.unwrap_err(),
+            b.get_range("big", 10, 80).await.unwrap_err(),
+        ] {
+            let StorageError::Invalid(m) = &e else {
+                panic!("{uri}: {e:?}")
+            };
+            assert!(m.contains("\"big\""), "{m}");
+            assert!(m.contains("memory limit of 64 bytes"), "{m}");
+            assert!(m.contains("TETHER_PLUGIN_MEMORY"), "{m}");
+        }
+        assert!(
+            b.get("big")
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("the object is 100 bytes")
+        );
+        assert_eq!(b.get("fits").await.unwrap().unwrap().data.len(), 64);
+        assert_eq!(
+            b.get_range("big", 50, u64::MAX)
+                .await
+                .unwrap()
+                .unwrap()
+                .len(),
+            50
+        );
+        assert_eq!(b.get_range("big", 0, 64).await.unwrap().unwrap().len(), 64);
+        assert_eq!(b.head("big").await.unwrap().unwrap().size, 100);
+        assert!(b.get("missing").await.unwrap().is_none());
+    }
+}

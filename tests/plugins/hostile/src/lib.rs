@@ -16,6 +16,8 @@
 //! | `loop` | spin forever (the deadline must trap it) |
 //! | `oom` | allocate and touch 16 MiB blocks until allocation fails |
 //! | `panic` | panic |
+//! | `huge-output` | return a state holding a string of `mib` MiB (default 300) |
+//! | `huge-error` | fail with a message of `mib` MiB (default 300) |
 //! | `reopen` | not an attack: two handles on `root` (the host shares one bucket between them) see each other's writes and deletes of `key`, even when `root` did not exist yet |
 
 use serde::Deserialize;
@@ -33,6 +35,8 @@ struct Locator {
     target: String,
     #[serde(default)]
     key: String,
+    #[serde(default)]
+    mib: Option<usize>,
 }
 
 fn fs_refused(what: &str, path: &str, e: std::io::Error) -> Error {
@@ -125,6 +129,11 @@ impl Backend for Hostile {
                 }
             }
             "panic" => panic!("hostile plugin panicked on purpose"),
+            "huge-output" => Ok(json!({ "blob": "x".repeat(loc.mib.unwrap_or(300) << 20) })),
+            "huge-error" => Err(Error::backend(format!(
+                "\u{1b}[2J{}",
+                "e".repeat(loc.mib.unwrap_or(300) << 20)
+            ))),
             other => Err(Error::invalid(format!("unknown attack {other:?}"))),
         }
     }
