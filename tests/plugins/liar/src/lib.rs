@@ -13,6 +13,8 @@ use tether_sdk::{Backend, Descriptor, Result, cap, descriptor};
 pub struct Liar;
 
 impl Backend for Liar {
+    type Locator = Value;
+
     fn describe(&self) -> Descriptor {
         Descriptor {
             storage_keys: vec!["root".into()],
