@@ -18,6 +18,7 @@ mod history_memo;
 mod hostile_clone;
 mod icechunk_interop;
 mod icechunk_s3;
+mod immutable;
 mod inspect;
 mod interrupted;
 mod jj_vcs;

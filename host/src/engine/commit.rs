@@ -104,7 +104,12 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         }
         out
     } else {
-        snapshot::snapshot(repo, &mut ws, &manifests, &keys).await?
+        // A changed immutable object is refused before anything is written,
+        // the snapshot cache included.
+        let states = snapshot::fingerprint(repo, &ws, &manifests, &keys).await?;
+        snapshot::refuse_changed_immutables(repo, &manifests, &states).await?;
+        snapshot::cache(repo, &mut ws, &states)?;
+        states
     };
     let failures: Vec<(String, BackendError)> = states
         .iter()
@@ -117,6 +122,7 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
     if !failures.is_empty() {
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
+    snapshot::refuse_changed_immutables(repo, &manifests, &states).await?;
 
     let mut p = Plan::new("commit");
     p.set_keys(&opts.keys);
@@ -324,6 +330,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         );
     }
     let locks = repo.lock()?;
+    refuse_changed_immutables(repo, plan).await?;
     plan.check_all(&mut Checker { repo })?;
 
     let mut report = CommitReport::default();
@@ -380,6 +387,31 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             Err(e)
         }
     }
+}
+
+/// Fingerprint the plan's committed immutable objects again, under the lock:
+/// a plan made before one changed (`--from-plan`, or an instrument writing
+/// between plan and apply) must not record it, nor land beside it. Checked
+/// before the plan's preconditions so the refusal is the spec's
+/// `ImmutableObjectModified`, not a stale plan.
+async fn refuse_changed_immutables(repo: &Repo, plan: &Plan) -> Result<()> {
+    let manifests = repo.manifests()?;
+    let keys: Vec<String> = plan
+        .actions
+        .iter()
+        .map(|a| a.key.clone())
+        .filter(|k| {
+            manifests
+                .get(k)
+                .is_some_and(|m| snapshot::immutable_file(m) && m.state.is_some())
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let ws = repo.workspace()?;
+    let states = snapshot::fingerprint(repo, &ws, &manifests, &keys).await?;
+    snapshot::refuse_changed_immutables(repo, &manifests, &states).await
 }
 
 /// The journal's result for a landing that failed and was rolled back:
