@@ -9,6 +9,7 @@ mod abi;
 mod bad_input;
 mod branching;
 mod cli_frame;
+mod cli_gaps;
 mod commit_rollback;
 mod crash;
 mod file_plugin;

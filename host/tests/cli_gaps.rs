@@ -1,0 +1,119 @@
+//! Flags and handles the spec documents that were missing or inert (issue 26):
+//! `restore -f`, `add --port` validated as a port, `open` on a `file` object,
+//! and no message sending the user to a command this build does not have.
+
+use serde_json::{Value, json};
+
+use crate::support::{Dataset, Vcs, describe, stderr};
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"))
+}
+
+#[test]
+fn restore_takes_f_for_from() {
+    let d = Dataset::init_in(Vcs::Git);
+    let img = d.memory_store("img");
+    d.add_memory("img", &img);
+    d.ok(&["commit", "-m", "first"]);
+    let first = d.head();
+    let v1 = img.head();
+    d.ok(&["new", "-b", "sweep", "--eager"]);
+    let wr = d.working_ref("sweep");
+    img.write_on(&wr, json!({"labels": "v2"}), "v2");
+    d.ok(&["commit", "-m", "v2"]);
+
+    let r = json_of(&d.ok(&["restore", "img", "-f", &first, "--json"]));
+    assert_eq!(r["from"], json!(first));
+    assert_eq!(img.branch(&wr), Some(v1));
+}
+
+#[test]
+fn add_port_must_be_a_port() {
+    let d = Dataset::init_in(Vcs::Git);
+    let written = d.written();
+    for bad in ["0", "65536", "http", "-1", "22.5"] {
+        let port = format!("--port={bad}");
+        let out = d.fails(
+            &["add", "db", "--kind", "dolt", "--host", "127.0.0.1", &port],
+            2,
+        );
+        let err = stderr(&out);
+        assert!(err.contains("is not a port"), "{bad}: {}", describe(&out));
+        assert!(err.contains("1 to 65535"), "{bad}: {err}");
+    }
+    assert_eq!(d.written(), written, "a usage error writes nothing");
+}
+
+#[test]
+fn open_a_file_object_prints_its_path() {
+    let d = Dataset::init_in(Vcs::Git);
+    let plate = d.data().join("plate1");
+    std::fs::create_dir_all(&plate).unwrap();
+    std::fs::write(plate.join("a.csv"), "well,value\n").unwrap();
+    d.ok(&["add", "raw/plate1", "--kind", "file", "../data/plate1"]);
+    d.ok(&["commit", "-m", "plate1"]);
+    let path = plate.canonicalize().unwrap();
+    let path = path.to_str().unwrap();
+
+    let out = d.ok(&["open", "raw/plate1"]);
+    assert_eq!(out.trim_end(), path, "{out}");
+    let v = json_of(&d.ok(&["open", "raw/plate1", "--json"]));
+    assert_eq!(v["address"], json!(path), "{v}");
+    assert_eq!(v["read_only"], json!(true), "{v}");
+    assert_eq!(v["key"], json!("raw/plate1"), "{v}");
+
+    // A revision of an Observed object still has no address.
+    let head = d.head();
+    let out = d.fails(&["open", "raw/plate1", "--rev", &head], 1);
+    assert!(stderr(&out).contains("Observed"), "{}", describe(&out));
+}
+
+#[test]
+fn an_old_dataset_is_told_what_works_today() {
+    let d = Dataset::init_in(Vcs::Git);
+    let toml = d.root().join("tether.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let old = text.replacen("version = 5", "version = 4", 1);
+    assert_ne!(old, text, "tether.toml names its version:\n{text}");
+    std::fs::write(&toml, old).unwrap();
+    let out = d.fails(&["status"], 1);
+    let err = stderr(&out);
+    assert!(!err.contains("tether upgrade"), "{err}");
+    assert!(
+        err.contains("the tether release that writes version 4"),
+        "{err}"
+    );
+    assert!(!text.contains("tether upgrade"), "{text}");
+}
+
+#[test]
+fn a_deferred_record_object_is_warned_about_until_it_forks() {
+    let d = Dataset::init_in(Vcs::Git);
+    let img = d.memory_store("img");
+    let system = format!("system={}", img.root.display());
+    d.ok(&[
+        "add", "img", "--kind", "memory", "--set", &system, "--pin", "record",
+    ]);
+    d.ok(&["commit", "-m", "first"]);
+    let warning = "img has pin = \"record\" and is not forked on this bookmark yet";
+
+    // Forked at once by default: nothing to warn about.
+    let out = d.tether(&["new", "-b", "eager"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!stderr(&out).contains(warning), "{}", describe(&out));
+    assert!(!d.ok(&["status"]).contains(warning));
+
+    d.ok(&["new", "main"]);
+    let out = d.tether(&["new", "-b", "preview", "--defer-record"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains(warning), "{}", describe(&out));
+    assert!(err.contains("retention"), "{err}");
+    // status repeats it until the fork.
+    let out = d.ok(&["status"]);
+    assert!(out.contains(&format!("warning: {warning}")), "{out}");
+    d.ok(&["open", "img", "--writable"]);
+    let out = d.ok(&["status"]);
+    assert!(!out.contains(warning), "{out}");
+}
