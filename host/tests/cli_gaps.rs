@@ -117,3 +117,53 @@ fn a_deferred_record_object_is_warned_about_until_it_forks() {
     let out = d.ok(&["status"]);
     assert!(!out.contains(warning), "{out}");
 }
+
+#[test]
+fn commit_refuses_a_store_with_active_writers_unless_forced() {
+    // `busy` is memory declaring NEEDS_QUIESCENCE; a branch `writers` stands
+    // in for a live writer.
+    let busy = tether_testkit::test_plugin("busy");
+    let d = Dataset::init_in(Vcs::Git);
+    d.ok(&["plugin", "add", busy.to_str().unwrap(), "--kind", "busy"]);
+    let store = d.memory_store("db");
+    let system = format!("system={}", store.root.display());
+    d.ok(&["add", "db", "--kind", "busy", "--set", &system]);
+    d.ok(&["commit", "-m", "first"]);
+
+    let two = store.write(json!({"rows": 2}), "two rows");
+    store.set_branch("writers", &two);
+    let plan = d.tmp().join("plan.json");
+    d.ok(&["commit", "-m", "planned", "--plan", plan.to_str().unwrap()]);
+    // The refused commit still refreshes the snapshot cache, as its
+    // fingerprinting step does; the manifests and the journal stay.
+    let journal = || std::fs::read(d.root().join(".tether/ops.jsonl")).unwrap_or_default();
+    let (manifest, ops) = (d.manifest("db"), journal());
+    let (history, uncommitted) = (d.history(), d.uncommitted());
+    for args in [
+        &["commit", "-m", "mid-write"][..],
+        &["commit", "--from-plan", plan.to_str().unwrap()],
+    ] {
+        let out = d.fails(args, 1);
+        let err = stderr(&out);
+        assert!(
+            err.contains("db is not quiescent: 1 active writer"),
+            "{args:?}: {}",
+            describe(&out)
+        );
+        assert!(err.contains("--force"), "{err}");
+        assert_eq!(d.manifest("db"), manifest, "{args:?} wrote no manifest");
+        assert_eq!(journal(), ops, "{args:?} journaled nothing");
+        assert_eq!(d.history(), history, "{args:?} made no commit");
+        assert_eq!(d.uncommitted(), uncommitted, "{args:?} staged nothing");
+        assert_eq!(store.tags().len(), 1, "{args:?} pinned nothing");
+    }
+    let out = d.ok(&["commit", "-m", "forced", "--force"]);
+    assert!(out.contains("pinned db"), "{out}");
+    assert_eq!(store.tags().len(), 2);
+
+    // Once the writer is gone, no --force is needed.
+    store.write(json!({"rows": 3}), "three rows");
+    store.delete_branch("writers");
+    let out = d.ok(&["commit", "-m", "quiet"]);
+    assert!(out.contains("pinned db"), "{out}");
+}

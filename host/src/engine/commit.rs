@@ -129,6 +129,9 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
     p.context.insert("bookmark".into(), json!(bookmark));
     p.context.insert("message".into(), json!(opts.message));
     p.context.insert("no_vcs".into(), json!(opts.no_vcs));
+    if opts.force {
+        p.context.insert("force".into(), json!(true));
+    }
     p.require(Precondition::WorkspaceId {
         expected: ws.workspace_id.clone(),
     });
@@ -311,8 +314,14 @@ pub async fn check_whole_scopes(
     )))
 }
 
-/// Apply a commit plan (fresh, or loaded with `--from-plan`).
-pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<CommitReport> {
+/// Apply a commit plan (fresh, or loaded with `--from-plan`). `force` (or a
+/// plan made with it) skips the quiescence check.
+pub async fn apply(
+    repo: &Repo,
+    plan: &Plan,
+    message: Option<&str>,
+    force: bool,
+) -> Result<CommitReport> {
     let no_vcs = plan
         .context
         .get("no_vcs")
@@ -351,6 +360,16 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         return Ok(report);
     }
 
+    let force = force
+        || plan
+            .context
+            .get("force")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    if !force {
+        check_quiescence(repo, &writes).await?;
+    }
+
     let journal = repo.journal()?;
     let mut op = journal.start(NewOp::new("commit").plan(plan))?;
     if writes.is_empty() {
@@ -387,6 +406,42 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             Err(e)
         }
     }
+}
+
+/// Ask every store about to be pinned whose backend declares
+/// `NEEDS_QUIESCENCE` (Neon) whether writers are active, and refuse while one
+/// is: a pin taken mid-write is not a consistent state (spec/09, `commit`).
+async fn check_quiescence(repo: &Repo, writes: &[&Action]) -> Result<()> {
+    let manifests = repo.manifests()?;
+    let plugins = repo.plugins().await?;
+    let ws = repo.workspace()?;
+    let mut calls = Vec::new();
+    for a in writes {
+        let Some(m) = manifests.get(&a.key) else {
+            continue;
+        };
+        if !plugins
+            .get(&m.kind)
+            .is_some_and(|p| p.descriptor().has("NEEDS_QUIESCENCE"))
+        {
+            continue;
+        }
+        let client = repo.client(m).await?;
+        let working_ref = Repo::working_ref(&ws, &a.key);
+        calls.push((a.key.clone(), async move {
+            client.check_quiescence(working_ref.as_deref()).await
+        }));
+    }
+    let results = fan_out(calls).await;
+    let busy: Vec<String> = results
+        .failures()
+        .map(|(key, e)| format!("{key} is not quiescent: {e}"))
+        .collect();
+    if busy.is_empty() {
+        return Ok(());
+    }
+    Err(TetherError::refused(busy.join("; "))
+        .hint("commit once its writers are done, or `tether commit --force` to pin anyway"))
 }
 
 /// Fingerprint the plan's committed immutable objects again, under the lock:
