@@ -167,3 +167,38 @@ fn commit_refuses_a_store_with_active_writers_unless_forced() {
     let out = d.ok(&["commit", "-m", "quiet"]);
     assert!(out.contains("pinned db"), "{out}");
 }
+
+#[test]
+fn storage_options_conditional_put_is_honoured_or_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = tether_testkit::S3Server::start("tether-conditional-put");
+    let d = Dataset::init_in(Vcs::Git);
+    let secrets = d.root().join(".tether/secrets.toml");
+    std::fs::write(&secrets, server.secrets_toml()).unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let toml = d.root().join("tether.toml");
+    let config = std::fs::read_to_string(&toml).unwrap();
+    let uri = format!("s3://{}/", server.bucket());
+
+    // A mode tether does not have is refused, not silently replaced.
+    std::fs::write(
+        &toml,
+        format!("{config}\n[backends.file.storage_options]\nconditional_put = \"dynamo:locks\"\n"),
+    )
+    .unwrap();
+    d.ok(&["add", "bucket", &uri, "--kind", "file"]);
+    let out = d.fails(&["commit", "-m", "bucket"], 1);
+    assert!(
+        stderr(&out).contains("`conditional_put` must be \"etag\""),
+        "{}",
+        describe(&out)
+    );
+    // The mode it uses is accepted.
+    std::fs::write(
+        &toml,
+        format!("{config}\n[backends.file.storage_options]\nconditional_put = \"etag\"\n"),
+    )
+    .unwrap();
+    d.ok(&["commit", "-m", "bucket"]);
+    assert!(d.ok(&["status", "--snapshot"]).contains("clean bucket"));
+}
