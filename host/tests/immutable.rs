@@ -1,8 +1,8 @@
 //! A committed `file = "immutable"` object whose bytes changed (spec/05,
 //! "Drift"): `commit`, `commit KEY`, `commit --from-plan` with a plan made
-//! before the change and `snapshot` refuse with `ImmutableObjectModified`
-//! (exit 1, spec/09) and write nothing; `remove` + `add` + `commit` is the way
-//! out. On git and on jj.
+//! before the change, `pull` and `snapshot` refuse with
+//! `ImmutableObjectModified` (exit 1, spec/09) and write nothing;
+//! `remove` + `add` + `commit` is the way out. On git and on jj.
 
 use serde_json::{Value, json};
 
@@ -38,6 +38,8 @@ fn a_changed_immutable_directory_is_refused_everywhere(vcs: Vcs) {
         &["commit", "raw/", "-m", "nightly"],
         &["commit", "-m", "nightly", "--no-snapshot"],
         &["commit", "--from-plan", plan.to_str().unwrap()],
+        &["pull"],
+        &["pull", "--key", "raw/plate1"],
     ] {
         let (out, err) = d.run(args, 1);
         assert!(err.contains(REFUSAL), "{args:?}: {err}");
@@ -51,9 +53,17 @@ fn a_changed_immutable_directory_is_refused_everywhere(vcs: Vcs) {
         );
     }
     // The error class, as --json reports it.
-    let (out, _) = d.run(&["commit", "-m", "nightly", "--json"], 1);
-    let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["error"]["class"], "ImmutableObjectModified", "{out}");
+    for args in [
+        &["commit", "-m", "nightly", "--json"][..],
+        &["pull", "--json"],
+    ] {
+        let (out, _) = d.run(args, 1);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["error"]["class"], "ImmutableObjectModified",
+            "{args:?}: {out}"
+        );
+    }
     // `snapshot` reports it as `status` does.
     let (_, err) = d.run(&["snapshot"], 1);
     assert!(err.contains(REFUSAL), "{err}");
