@@ -34,7 +34,7 @@ pub struct Args {
     region: Option<String>,
     #[arg(long)]
     host: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_port)]
     port: Option<String>,
     #[arg(long)]
     table: Option<String>,
@@ -112,4 +112,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         outln!("note: {note}");
     }
     Ok(Exit::Ok)
+}
+
+/// `--port`: a TCP port, 1 to 65535, kept as the locator's text.
+fn parse_port(s: &str) -> std::result::Result<String, String> {
+    match s.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p.to_string()),
+        _ => Err(format!(
+            "{s:?} is not a port: give a number from 1 to 65535"
+        )),
+    }
 }

@@ -86,7 +86,7 @@ impl Planned for Args {
     }
 
     async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<CommitReport> {
-        Ok(commit::apply(repo, plan, self.message.as_deref()).await?)
+        Ok(commit::apply(repo, plan, self.message.as_deref(), self.force).await?)
     }
 
     fn print(&self, report: &CommitReport, json: bool) -> Result<Exit> {

@@ -68,6 +68,9 @@ fn print_human(r: &StatusReport) {
     for d in &r.vcs_drift {
         outln!("warning: {}", vcs_drift_line(d));
     }
+    for w in &r.retention {
+        outln!("warning: {w}");
+    }
     for o in &r.objects {
         let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
         if o.tier == Tier::Observed {
