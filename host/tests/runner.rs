@@ -8,6 +8,7 @@ mod support;
 mod abi;
 mod bad_input;
 mod branching;
+mod cli_conventions;
 mod cli_frame;
 mod commit_rollback;
 mod crash;

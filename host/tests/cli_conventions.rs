@@ -1,0 +1,95 @@
+//! CLI conventions through the `tether` binary (issue 27): short operation
+//! ids, the lock-wait message, `--json` everywhere, usage errors exiting 2.
+
+use crate::support::{Dataset, describe, stderr, stdout};
+use serde_json::json;
+
+/// The id column of `tether ops`, newest first.
+fn printed_ids(d: &Dataset) -> Vec<String> {
+    d.ok(&["ops", "-n", "100"])
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+/// Ten operations an older tether started within one second share their
+/// first 8 digits: each is still taken in full and by the prefix `ops`
+/// prints, an ambiguous prefix is refused naming every candidate, and new
+/// operations, however fast they come, print a few digits that address them.
+#[test]
+fn operation_ids_print_and_take_their_shortest_unique_prefix() {
+    let d = Dataset::init();
+    let old: Vec<String> = (0..10).map(|i| format!("6b0ec931{i:04x}")).collect();
+    let mut text = String::new();
+    for id in &old {
+        // `promote` entries: `undo` names them and refuses, changing nothing.
+        for record in [
+            json!({"record": "started", "id": id, "at": "2026-01-01T00:00:00.000Z",
+                   "command": "promote", "plan": null, "pre": {}, "parent": null, "undoes": null}),
+            json!({"record": "done", "op": id, "at": "2026-01-01T00:00:00.000Z", "result": {}}),
+        ] {
+            text.push_str(&format!("{record}\n"));
+        }
+    }
+    std::fs::write(d.root().join(".tether/ops.jsonl"), text).unwrap();
+
+    // Several operations in quick succession (well within a second each
+    // on an idle machine): add and remove an object, over and over.
+    for i in 0..6 {
+        let key = format!("k{i}");
+        d.ok(&["add", &key, "--kind", "memory", "--set", "system=/nowhere"]);
+        d.ok(&["remove", &key]);
+    }
+
+    let ops = d.json(&["ops", "-n", "100"], 0);
+    let ops = ops.as_array().unwrap();
+    assert_eq!(ops.len(), 22);
+    let full: Vec<String> = ops
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_string())
+        .collect();
+    let printed = printed_ids(&d);
+    assert_eq!(printed.len(), full.len());
+    for (short, id) in printed.iter().zip(&full) {
+        assert!(
+            id.starts_with(short.as_str()),
+            "{short} is not a prefix of {id}"
+        );
+        let others = full
+            .iter()
+            .filter(|o| o.starts_with(short.as_str()))
+            .count();
+        assert_eq!(others, 1, "{short} is not unique");
+    }
+    // The new ids need no more than a few digits; the old ones need all 12.
+    for short in &printed[..12] {
+        assert!(short.len() < 12, "{printed:?}");
+    }
+    for short in &printed[12..] {
+        assert_eq!(short.len(), 12, "{printed:?}");
+    }
+
+    // Each old entry by its printed prefix and in full: `undo` names it.
+    for id in &old {
+        let out = d.fails(&["undo", id], 1);
+        assert!(
+            stderr(&out).contains(&format!("operation {id} (promote)")),
+            "{}",
+            describe(&out)
+        );
+    }
+    // A new one by its printed prefix: the newest `remove` is undone.
+    let out = d.ok(&["undo", &printed[0]]);
+    assert!(out.starts_with(&format!("undid {}", full[0])), "{out}");
+
+    // Ambiguous: refused, every candidate named, nothing undone.
+    let before = d.json(&["ops", "-n", "100"], 0);
+    let out = d.fails(&["undo", "6b0ec93"], 1);
+    let err = stderr(&out);
+    assert!(err.contains("ambiguous"), "{err}");
+    for id in &old {
+        assert!(err.contains(id.as_str()), "{id} not named: {err}");
+    }
+    assert_eq!(d.json(&["ops", "-n", "100"], 0), before);
+    assert!(stdout(&out).is_empty(), "{}", describe(&out));
+}
