@@ -93,3 +93,97 @@ fn operation_ids_print_and_take_their_shortest_unique_prefix() {
     assert_eq!(d.json(&["ops", "-n", "100"], 0), before);
     assert!(stdout(&out).is_empty(), "{}", describe(&out));
 }
+
+/// A command that finds the checkout lock held says so on stderr at once,
+/// naming the lock and the holder's pid and command line, then goes on when
+/// the holder is done. The holder is a `tether commit` held inside its
+/// pre-commit hook.
+#[cfg(unix)]
+#[test]
+fn a_blocked_command_names_the_lock_and_its_holder() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let d = Dataset::init();
+    let db = d.memory_store("db");
+    db.write(json!({"rows": "1"}), "rows");
+    d.add_memory("db", &db);
+    let held = d.tmp().join("held");
+    let release = d.tmp().join("release");
+    let hook = d.root().join(".git/hooks/pre-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\n",
+            held.display(),
+            release.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let bin = env!("CARGO_BIN_EXE_tether");
+    let mut holder = d
+        .command(bin, &d.root())
+        .args(["commit", "-m", "slow"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let generous = Duration::from_secs(120);
+    let start = Instant::now();
+    while !held.exists() {
+        assert!(
+            start.elapsed() < generous,
+            "the commit never reached its hook"
+        );
+        assert!(
+            holder.try_wait().unwrap().is_none(),
+            "the commit ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut waiter = d
+        .command(bin, &d.root())
+        .arg("snapshot")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = waiter.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    // The notice comes while the holder still holds the lock: nothing is
+    // released until it has been read.
+    let notice = loop {
+        let line = rx
+            .recv_timeout(generous)
+            .expect("the blocked command said nothing");
+        if line.contains("Blocking waiting") {
+            break line;
+        }
+    };
+    assert!(notice.contains("checkout lock"), "{notice}");
+    assert!(notice.contains(".tether/lock"), "{notice}");
+    assert!(
+        notice.contains(&format!("held by process {}", holder.id())),
+        "{notice}"
+    );
+    assert!(notice.contains("tether commit -m slow"), "{notice}");
+    assert!(waiter.try_wait().unwrap().is_none(), "it waits, not fails");
+
+    std::fs::write(&release, "").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert!(waiter.wait().unwrap().success());
+    reader.join().unwrap();
+}

@@ -191,6 +191,8 @@ pub fn main() -> ExitCode {
     };
     init_logging(cli.verbose);
     progress::install(cli.verbose);
+    // A wait on another tether's lock is said at once, not after the timeout.
+    crate::lock::on_wait(|notice| eprintln!("{notice}"));
     let json = cli.command.json();
     // `-C a -C b` is `-C a/b`, as git reads it.
     let chdir: Option<PathBuf> =
