@@ -187,3 +187,82 @@ fn a_blocked_command_names_the_lock_and_its_holder() {
     assert!(waiter.wait().unwrap().success());
     reader.join().unwrap();
 }
+
+/// Commands where JSON makes no sense: they print no result of their own.
+const NO_JSON: &[&str] = &["tether completion", "tether help"];
+
+/// Every command that prints, walked from clap's own definition (so a new
+/// command without `--json` fails here), takes `--json`.
+#[test]
+fn every_printing_command_takes_json() {
+    fn walk(cmd: &clap::Command, path: String, missing: &mut Vec<String>, seen: &mut usize) {
+        let subs: Vec<&clap::Command> = cmd.get_subcommands().collect();
+        if subs.is_empty() {
+            *seen += 1;
+            let has = cmd.get_arguments().any(|a| a.get_long() == Some("json"));
+            if !has && !NO_JSON.contains(&path.as_str()) {
+                missing.push(path);
+            }
+            return;
+        }
+        for sub in subs {
+            walk(sub, format!("{path} {}", sub.get_name()), missing, seen);
+        }
+    }
+    let (mut missing, mut seen) = (Vec::new(), 0);
+    walk(
+        &tether::cli::command(),
+        "tether".into(),
+        &mut missing,
+        &mut seen,
+    );
+    assert!(missing.is_empty(), "without --json: {missing:?}");
+    assert!(seen > 25, "only {seen} commands found");
+}
+
+/// `add`, `remove` and the plugin subcommands print JSON with `--json`.
+#[test]
+fn add_remove_and_plugin_print_json() {
+    let d = Dataset::init();
+    let added = d.json(
+        &["add", "k", "--kind", "memory", "--set", "system=/nowhere"],
+        0,
+    );
+    assert_eq!(added["key"], "k", "{added}");
+    assert_eq!(added["kind"], "memory", "{added}");
+    let removed = d.json(&["remove", "k"], 0);
+    assert_eq!(removed, json!({"removed": "k"}));
+    let listed = d.json(&["plugin", "list"], 0);
+    assert!(listed.is_array(), "{listed}");
+    let digest = format!("sha256:{}", "0".repeat(64));
+    let trusted = d.json(&["plugin", "trust", &digest], 0);
+    assert_eq!(trusted["digest"], json!(digest), "{trusted}");
+    assert_eq!(trusted["trusted"], json!(true), "{trusted}");
+}
+
+/// Usage errors exit 2 (spec/09's exit-code table), with `--json` as
+/// `{"error": {"class": "UsageError"}}`: what clap finds and what the
+/// commands find themselves.
+#[test]
+fn usage_errors_exit_2() {
+    let d = Dataset::init();
+    for args in [
+        &["commit"][..],
+        &["commit", "-m", " "],
+        &["add", "--kind", "file"],
+        &["add", "--kind", "memory"],
+        &["new", "-b"],
+        &["drop"],
+        &["status", "--no-such-option"],
+        &["no-such-command"],
+    ] {
+        let out = d.fails(args, 2);
+        assert!(stderr(&out).starts_with("error: "), "{}", describe(&out));
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let out = d.fails(&with_json, 2);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", describe(&out)));
+        assert_eq!(v["error"]["class"], "UsageError", "{args:?}: {v}");
+    }
+}

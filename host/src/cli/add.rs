@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 
 use super::frame::Ctx;
-use super::output::Exit;
+use super::output::{Exit, UsageError, print_json};
 use crate::engine::add::{self, AddRequest};
 use crate::model::{FileMode, PinMode};
 
@@ -51,6 +51,9 @@ pub struct Args {
     /// (refused if anything exists there).
     #[arg(long, conflicts_with = "at")]
     create: bool,
+    /// Machine-readable output: the add report.
+    #[arg(long)]
+    pub(super) json: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
@@ -78,6 +81,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         };
         fields.push((k.to_string(), v.to_string()));
     }
+    if args.positionals.is_empty() {
+        // Every kind needs one of them: a path kind derives the key from it.
+        return Err(UsageError::new(
+            "give the object's KEY and LOCATOR (or the path, for path kinds)",
+        )
+        .hint("`tether add KEY LOCATOR --kind KIND`")
+        .into());
+    }
     let req = AddRequest {
         positionals: args.positionals,
         kind: args.kind,
@@ -99,6 +110,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         create: args.create,
     };
     let report = add::add(&repo, req).await?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(Exit::Ok);
+    }
     outln!("added {} [{}]", report.key, report.kind);
     if report.created.is_some() {
         outln!(

@@ -162,6 +162,12 @@ enum Command {
     Plugin(plugin::Args),
 }
 
+/// The command line's definition, as clap builds it (for tests that walk
+/// every command, and for completions).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Parse the command line, run the command, and turn its outcome into the
 /// spec's exit code (0 ok, 1 error, 2 usage, 3 partial).
 pub fn main() -> ExitCode {
@@ -250,11 +256,12 @@ pub fn main() -> ExitCode {
 }
 
 impl Command {
-    /// Whether the command was asked for `--json` (`add` and `remove` print
-    /// no result, so take none): its errors are then printed as JSON too.
+    /// Whether the command was asked for `--json`: its errors are then
+    /// printed as JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Add(_) | Command::Remove(_) => false,
+            Command::Add(a) => a.json,
+            Command::Remove(a) => a.json,
             Command::Init(a) => a.json,
             Command::Backends(a) => a.json,
             Command::Set(a) => a.json,

@@ -67,6 +67,30 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A usage error the CLI finds itself, past what clap checks (a missing
+/// `-m`, a missing source or bookmark name): exit 2, class `UsageError`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}{}", hint.as_ref().map(|h| format!(": {h}")).unwrap_or_default())]
+pub struct UsageError {
+    message: String,
+    hint: Option<String>,
+}
+
+impl UsageError {
+    pub fn new(message: impl Into<String>) -> Self {
+        UsageError {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// The command line that does it right.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
 /// An error as scripts read it with `--json`:
 /// `{"error": {"class", "message", "hints"}}`.
 #[derive(Debug, Serialize)]
@@ -88,6 +112,13 @@ impl ErrorReport {
         use crate::plan::PlanError;
         use crate::plugin::{BackendError, MultiObjectError};
         use crate::vcs::VcsError;
+        if let Some(u) = e.downcast_ref::<UsageError>() {
+            return ErrorReport {
+                class: "UsageError",
+                message: u.message.clone(),
+                hints: u.hint.iter().cloned().collect(),
+            };
+        }
         let (class, hints) = if let Some(t) = e.downcast_ref::<TetherError>() {
             (t.class(), t.hints().to_vec())
         } else if let Some(m) = e.downcast_ref::<ModelError>() {
