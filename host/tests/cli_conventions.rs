@@ -266,3 +266,51 @@ fn usage_errors_exit_2() {
         assert_eq!(v["error"]["class"], "UsageError", "{args:?}: {v}");
     }
 }
+
+/// `--version` names the build: commit, date, wasmtime, plugin ABI.
+#[test]
+fn version_names_the_commit_the_date_wasmtime_and_the_plugin_abi() {
+    let d = Dataset::init();
+    let out = d.ok(&["--version"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("tether {}", env!("CARGO_PKG_VERSION")),
+        "{out}"
+    );
+    let field = |name: &str| {
+        lines
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name}: {out}"))
+            .to_string()
+    };
+    let commit = field("commit");
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "{out}"
+    );
+    let date = field("built");
+    assert!(
+        chrono::NaiveDate::parse_from_str(&date, "%Y-%m-%d").is_ok(),
+        "{out}"
+    );
+    let wasmtime = field("wasmtime");
+    assert!(wasmtime.split('.').count() == 3, "{out}");
+    assert_eq!(field("plugin ABI"), tether_contract::ABI_VERSION, "{out}");
+}
+
+/// `tether completion SHELL` prints a script that completes the commands;
+/// an unknown shell is a usage error.
+#[test]
+fn completion_prints_a_script_per_shell() {
+    let d = Dataset::init();
+    let bash = d.ok(&["completion", "bash"]);
+    assert!(bash.contains("complete -F"), "{bash}");
+    for sub in ["commit", "undo", "forget-workspace", "completion"] {
+        assert!(bash.contains(sub), "{sub} missing from the bash script");
+    }
+    let fish = d.ok(&["completion", "fish"]);
+    assert!(fish.contains("complete -c tether"), "{fish}");
+    d.fails(&["completion", "tcsh-of-the-future"], 2);
+}

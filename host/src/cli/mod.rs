@@ -25,6 +25,7 @@ mod abandon;
 mod add;
 mod backends;
 mod commit;
+mod completion;
 mod diff;
 mod drop;
 mod forget_workspace;
@@ -160,18 +161,35 @@ enum Command {
     Recover(recover::Args),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
     Plugin(plugin::Args),
+    /// Print the shell completion script for SHELL (`tether completion bash > ...`).
+    Completion(completion::Args),
 }
 
 /// The command line's definition, as clap builds it (for tests that walk
 /// every command, and for completions).
 pub fn command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
+    <Cli as clap::CommandFactory>::command().long_version(LONG_VERSION.as_str())
 }
+
+/// `tether --version`: what a bug report needs to name the build.
+static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}\ncommit: {}\nbuilt: {}\nwasmtime: {}\nplugin ABI: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("TETHER_BUILD_COMMIT"),
+        env!("TETHER_BUILD_DATE"),
+        env!("TETHER_WASMTIME_VERSION"),
+        tether_contract::ABI_VERSION,
+    )
+});
 
 /// Parse the command line, run the command, and turn its outcome into the
 /// spec's exit code (0 ok, 1 error, 2 usage, 3 partial).
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help, --version
@@ -247,6 +265,7 @@ pub fn main() -> ExitCode {
             Command::Undo(args) => undo::run(ctx, args).await,
             Command::Pull(args) => pull::run(ctx, args).await,
             Command::Repair(args) => repair::run(ctx, args).await,
+            Command::Completion(args) => completion::run(args),
         }
     });
     match result {
@@ -285,6 +304,7 @@ impl Command {
             Command::Repair(a) => a.json,
             Command::Recover(a) => a.json,
             Command::Plugin(a) => a.json(),
+            Command::Completion(_) => false,
         }
     }
 }
