@@ -314,3 +314,73 @@ fn completion_prints_a_script_per_shell() {
     assert!(fish.contains("complete -c tether"), "{fish}");
     d.fails(&["completion", "tcsh-of-the-future"], 2);
 }
+
+/// `status` under a pseudo-terminal (`script`), so `--color auto` sees one.
+#[cfg(target_os = "linux")]
+fn status_on_a_terminal(d: &Dataset, colour: &str, no_color: Option<&str>) -> String {
+    let line = format!("'{}' --color {colour} status", env!("CARGO_BIN_EXE_tether"));
+    let mut cmd = d.command("script", &d.root());
+    cmd.args(["-qec", &line, "/dev/null"]);
+    match no_color {
+        Some(v) => cmd.env("NO_COLOR", v),
+        None => cmd.env_remove("NO_COLOR"),
+    };
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    stdout(&out)
+}
+
+/// Status labels are coloured on a terminal only, never with `NO_COLOR` set
+/// (unless `--color always`), never with `--color never`, never when piped.
+#[cfg(target_os = "linux")]
+#[test]
+fn status_labels_are_coloured_on_a_terminal_unless_no_color() {
+    let d = Dataset::init();
+    let db = d.memory_store("db");
+    db.write(json!({"rows": "1"}), "rows");
+    d.add_memory("db", &db);
+    let yellow_new = "\u{1b}[33mnew\u{1b}[0m db";
+    assert!(status_on_a_terminal(&d, "auto", None).contains(yellow_new));
+    let plain = status_on_a_terminal(&d, "auto", Some("1"));
+    assert!(
+        plain.contains("new db") && !plain.contains('\u{1b}'),
+        "{plain:?}"
+    );
+    assert!(status_on_a_terminal(&d, "always", Some("1")).contains(yellow_new));
+    let never = status_on_a_terminal(&d, "never", None);
+    assert!(
+        never.contains("new db") && !never.contains('\u{1b}'),
+        "{never:?}"
+    );
+    // Piped: plain; --color always: coloured even so.
+    let piped = d.ok(&["status"]);
+    assert!(
+        piped.contains("new db") && !piped.contains('\u{1b}'),
+        "{piped:?}"
+    );
+    assert!(d.ok(&["--color", "always", "status"]).contains(yellow_new));
+    d.fails(&["--color", "sometimes", "status"], 2);
+}
+
+/// `-q`: a command that changes things prints nothing (its `--json` still
+/// prints), one that shows things still shows them, and errors still speak.
+#[test]
+fn quiet_silences_what_was_not_asked_for() {
+    let d = Dataset::init();
+    let db = d.memory_store("db");
+    db.write(json!({"rows": "1"}), "rows");
+    let system = format!("system={}", db.root.display());
+    let out = d.tether(&["-q", "add", "k", "--kind", "memory", "--set", &system]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(stdout(&out), "", "{}", describe(&out));
+    assert_eq!(stderr(&out), "", "{}", describe(&out));
+    assert!(
+        d.root().join(".tether/objects/k.toml").exists(),
+        "it was added"
+    );
+    assert!(d.ok(&["--quiet", "status"]).contains("new k"));
+    let removed = d.json(&["remove", "-q", "k"], 0);
+    assert_eq!(removed, json!({"removed": "k"}));
+    let out = d.fails(&["-q", "remove", "k"], 1);
+    assert!(stderr(&out).starts_with("error: "), "{}", describe(&out));
+}

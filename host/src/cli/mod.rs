@@ -70,6 +70,16 @@ struct Cli {
     /// one relative to the last.
     #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
     directory: Vec<PathBuf>,
+    /// Print nothing on success but what was asked for: a command that
+    /// changes things says nothing (its `--json` still prints), one that
+    /// shows things still shows them; no progress and no lock-wait notice.
+    /// Errors are always printed.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Colour the human output: auto (on a terminal, unless NO_COLOR is set),
+    /// always, or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t)]
+    color: output::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -213,10 +223,16 @@ pub fn main() -> ExitCode {
             return ExitCode::from(output::ErrorReport::usage(String::new()).exit_code());
         }
     };
-    init_logging(cli.verbose);
-    progress::install(cli.verbose);
-    // A wait on another tether's lock is said at once, not after the timeout.
-    crate::lock::on_wait(|notice| eprintln!("{notice}"));
+    init_logging(cli.verbose, cli.color);
+    output::configure(
+        cli.color.enabled(std::io::stdout().is_terminal()),
+        cli.quiet && !cli.command.shows(),
+    );
+    if !cli.quiet {
+        progress::install(cli.verbose);
+        // A wait on another tether's lock is said at once, not after the timeout.
+        crate::lock::on_wait(|notice| eprintln!("{notice}"));
+    }
     let json = cli.command.json();
     // `-C a -C b` is `-C a/b`, as git reads it.
     let chdir: Option<PathBuf> =
@@ -275,6 +291,23 @@ pub fn main() -> ExitCode {
 }
 
 impl Command {
+    /// Whether the command's output is what it is for (it shows things, as
+    /// `status` or `open` do), so `-q` leaves it alone.
+    fn shows(&self) -> bool {
+        matches!(
+            self,
+            Command::Backends(_)
+                | Command::Status(_)
+                | Command::Open(_)
+                | Command::Verify(_)
+                | Command::Diff(_)
+                | Command::Log(_)
+                | Command::Ops(_)
+                | Command::Recover(_)
+                | Command::Completion(_)
+        )
+    }
+
     /// Whether the command was asked for `--json`: its errors are then
     /// printed as JSON too.
     fn json(&self) -> bool {
@@ -309,7 +342,7 @@ impl Command {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, color: output::ColorChoice) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -320,8 +353,7 @@ fn init_logging(verbose: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Colours only for a person at a terminal: a log sent to a file or a
     // pipe stays plain text, and NO_COLOR turns them off everywhere.
-    let colour = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = color.enabled(std::io::stderr().is_terminal());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
