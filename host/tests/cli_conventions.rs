@@ -253,6 +253,8 @@ fn usage_errors_exit_2() {
         &["add", "--kind", "memory"],
         &["new", "-b"],
         &["drop"],
+        &["set", "--file", "versioned"],
+        &["set", "--all"],
         &["status", "--no-such-option"],
         &["no-such-command"],
     ] {
@@ -383,4 +385,26 @@ fn quiet_silences_what_was_not_asked_for() {
     assert_eq!(removed, json!({"removed": "k"}));
     let out = d.fails(&["-q", "remove", "k"], 1);
     assert!(stderr(&out).starts_with("error: "), "{}", describe(&out));
+}
+
+/// Every option and argument of every command says what it is for in `--help`.
+#[test]
+fn every_option_has_help() {
+    fn walk(cmd: &clap::Command, path: String, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&tether::cli::command(), "tether".into(), &mut missing);
+    assert!(missing.is_empty(), "without help: {missing:?}");
 }

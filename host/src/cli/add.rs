@@ -22,20 +22,28 @@ pub struct Args {
     /// The initial position the first commit pins instead of the branch head.
     #[arg(long)]
     at: Option<String>,
+    /// Neon project.
     #[arg(long)]
     project_id: Option<String>,
+    /// Neon/Dolt database.
     #[arg(long)]
     database: Option<String>,
+    /// Neon role.
     #[arg(long)]
     role: Option<String>,
+    /// git remote to push pins to.
     #[arg(long)]
     remote: Option<String>,
+    /// Object-store region.
     #[arg(long)]
     region: Option<String>,
+    /// Dolt server host.
     #[arg(long)]
     host: Option<String>,
+    /// Dolt server port.
     #[arg(long)]
     port: Option<String>,
+    /// DuckLake table scope.
     #[arg(long)]
     table: Option<String>,
     /// Any other locator field (repeatable).
