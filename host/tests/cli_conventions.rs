@@ -408,3 +408,58 @@ fn every_option_has_help() {
     walk(&tether::cli::command(), "tether".into(), &mut missing);
     assert!(missing.is_empty(), "without help: {missing:?}");
 }
+
+/// Every command's `--help` ends with an example, and every example still
+/// parses (the comments and placeholders aside).
+#[test]
+fn every_command_has_an_example_that_parses() {
+    fn leaves(cmd: &clap::Command, path: String, out: &mut Vec<(String, String)>) {
+        let subs: Vec<&clap::Command> = cmd.get_subcommands().collect();
+        if subs.is_empty() {
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            out.push((path.clone(), help));
+        }
+        for sub in subs {
+            leaves(
+                sub,
+                format!("{path} {}", sub.get_name()).trim().to_string(),
+                out,
+            );
+        }
+    }
+    let mut all = Vec::new();
+    leaves(&tether::cli::command(), String::new(), &mut all);
+    for (path, help) in &all {
+        assert!(help.starts_with("Examples:\n"), "tether {path}: no example");
+        for line in help.lines().skip(1) {
+            let line = line
+                .split(" # ")
+                .next()
+                .unwrap()
+                .split(" > ")
+                .next()
+                .unwrap();
+            let line = line.replace("<64 hex>", &"0".repeat(64));
+            // Words, with "..." quoting.
+            let mut words = Vec::new();
+            for (i, part) in line.trim().split('"').enumerate() {
+                if i % 2 == 1 {
+                    words.push(part.to_string());
+                } else {
+                    words.extend(part.split_whitespace().map(str::to_string));
+                }
+            }
+            assert_eq!(words[0], "tether", "{line}");
+            assert!(
+                words[1..].join(" ").starts_with(path.as_str()),
+                "tether {path}: example of another command: {line}"
+            );
+            if let Err(e) = tether::cli::command().try_get_matches_from(&words) {
+                panic!("tether {path}: {line}: {e}");
+            }
+        }
+    }
+}

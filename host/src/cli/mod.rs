@@ -28,6 +28,7 @@ mod commit;
 mod completion;
 mod diff;
 mod drop;
+pub mod examples;
 mod forget_workspace;
 mod frame;
 mod gc;
@@ -178,7 +179,7 @@ enum Command {
 /// The command line's definition, as clap builds it (for tests that walk
 /// every command, and for completions).
 pub fn command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command().long_version(LONG_VERSION.as_str())
+    examples::attach(<Cli as clap::CommandFactory>::command().long_version(LONG_VERSION.as_str()))
 }
 
 /// `tether --version`: what a bug report needs to name the build.

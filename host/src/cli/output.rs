@@ -34,7 +34,9 @@ pub enum ColorChoice {
     /// On a terminal, unless `NO_COLOR` is set (and not empty).
     #[default]
     Auto,
+    /// Even when piped, and whatever `NO_COLOR` says.
     Always,
+    /// Plain text.
     Never,
 }
 
