@@ -9,6 +9,7 @@ mod abi;
 mod bad_input;
 mod bounds;
 mod branching;
+mod cli_conventions;
 mod cli_frame;
 mod cli_gaps;
 mod commit_rollback;
