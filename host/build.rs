@@ -28,6 +28,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=TETHER_SKIP_PLUGIN_BUILD");
+    version_info(&root);
 
     let crates = plugin_crates(&plugins_dir);
     if env::var_os("TETHER_SKIP_PLUGIN_BUILD").is_none() {
@@ -149,4 +150,66 @@ fn build_plugins(root: &Path, plugins_dir: &Path, target_dir: &Path) {
             plugins_dir.display()
         );
     }
+}
+
+/// What `tether --version` says besides the package version: the git commit
+/// built (`unknown` outside a checkout), the build date (`SOURCE_DATE_EPOCH`
+/// when set, for reproducible builds) and the wasmtime version, read from the
+/// workspace's lock file.
+fn version_info(root: &Path) {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    // Rebuilt when HEAD moves: HEAD itself, the branch it names, packed refs.
+    for path in ["HEAD", "packed-refs"] {
+        if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", &branch])
+    {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let date = env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .map(|secs| {
+            Command::new("date")
+                .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d"])
+                .output()
+        })
+        .unwrap_or_else(|| Command::new("date").args(["-u", "+%Y-%m-%d"]).output())
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let lock = root.join("Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let wasmtime = fs::read_to_string(&lock)
+        .ok()
+        .and_then(|text| {
+            let mut lines = text.lines();
+            while let Some(line) = lines.next() {
+                if line == "name = \"wasmtime\"" {
+                    let version = lines.next()?.strip_prefix("version = \"")?;
+                    return Some(version.trim_end_matches('"').to_string());
+                }
+            }
+            None
+        })
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TETHER_BUILD_COMMIT={commit}");
+    println!("cargo:rustc-env=TETHER_BUILD_DATE={date}");
+    println!("cargo:rustc-env=TETHER_WASMTIME_VERSION={wasmtime}");
 }

@@ -236,24 +236,37 @@ pub fn acquire(path: &Path, kind: LockKind, timeout: Duration) -> Result<LockGua
         }
         if pause == Duration::from_millis(10) {
             // Once, on the first wait: a silent pause looks like a hang.
-            tracing::info!(
-                "waiting for the {} {} (another tether is running)",
-                kind.name(),
-                path.display()
-            );
+            let holder = read_holder_info(&file);
+            let notice = wait_notice(kind, path, holder.as_ref());
+            tracing::info!("{notice}");
+            if let Some(tell) = WAIT_NOTICE.get() {
+                tell(&notice);
+            }
         }
         std::thread::sleep(pause.min(timeout - waited));
         pause = (pause * 2).min(Duration::from_millis(250));
     }
-    // Best effort: the pid is only for messages. Written over the old one at
-    // a fixed width, so a waiter reading meanwhile finds one pid or the
-    // other, never an empty file or a mix of two.
+    // Best effort: the pid and command line are only for messages. The pid
+    // is written over the old one at a fixed width, so a waiter reading
+    // meanwhile finds one pid or the other, never an empty file or a mix.
     let mut f = &file;
-    let pid = format!("{:<10}\n", std::process::id());
+    let mut line: String = std::env::args()
+        .enumerate()
+        .map(|(i, a)| match i {
+            // The program by its name, not the path it was started by.
+            0 => Path::new(&a)
+                .file_name()
+                .map_or(a.clone(), |n| n.to_string_lossy().into_owned()),
+            _ => a,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    truncate_chars(&mut line, HOLDER_COMMAND_MAX);
+    let text = format!("{:<10}\n{}\n", std::process::id(), line.replace('\n', " "));
     let _ = f
         .seek(SeekFrom::Start(0))
-        .and_then(|_| f.write_all(pid.as_bytes()))
-        .and_then(|_| f.set_len(pid.len() as u64));
+        .and_then(|_| f.write_all(text.as_bytes()))
+        .and_then(|_| f.set_len(text.len() as u64));
     Ok(LockGuard {
         file,
         path: path.to_path_buf(),
@@ -261,12 +274,79 @@ pub fn acquire(path: &Path, kind: LockKind, timeout: Duration) -> Result<LockGua
     })
 }
 
-fn read_holder(file: &File) -> Option<u32> {
+/// The most of the holder's command line the lock file keeps.
+const HOLDER_COMMAND_MAX: usize = 200;
+
+fn truncate_chars(s: &mut String, max: usize) {
+    if let Some((at, _)) = s.char_indices().nth(max) {
+        s.truncate(at);
+        s.push('…');
+    }
+}
+
+/// Who holds a lock, as its file says: `PID\nCOMMAND LINE\n` (older
+/// versions wrote the pid only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    /// The holder's command line, when it wrote one; escaped for a terminal
+    /// (the file sits in the clone-controlled `.tether/`).
+    pub command: Option<String>,
+}
+
+fn read_holder_info(file: &File) -> Option<Holder> {
     let mut f = file;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     f.seek(SeekFrom::Start(0)).ok()?;
-    f.take(32).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    // Bounded: the pid line, and the command line the holder kept short.
+    f.take(HOLDER_COMMAND_MAX as u64 * 4 + 64)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines = text.lines();
+    let pid = lines.next()?.trim().parse().ok()?;
+    let command = lines
+        .next()
+        .map(|c| c.chars().flat_map(char::escape_debug).collect::<String>())
+        .map(|mut c| {
+            truncate_chars(&mut c, HOLDER_COMMAND_MAX);
+            c
+        })
+        .filter(|c| !c.trim().is_empty());
+    Some(Holder { pid, command })
+}
+
+fn read_holder(file: &File) -> Option<u32> {
+    read_holder_info(file).map(|h| h.pid)
+}
+
+/// What a command says when it starts waiting for a lock, like cargo's
+/// "Blocking waiting for file lock": the lock, and who holds it when the
+/// file says.
+pub fn wait_notice(kind: LockKind, path: &Path, holder: Option<&Holder>) -> String {
+    let who = match holder {
+        Some(Holder {
+            pid,
+            command: Some(command),
+        }) => format!(", held by process {pid} (`{command}`)"),
+        Some(Holder { pid, command: None }) => format!(", held by process {pid}"),
+        None => String::new(),
+    };
+    format!(
+        "Blocking waiting for the {} {}{who}",
+        kind.name(),
+        path.display()
+    )
+}
+
+/// Where [`wait_notice`]s go besides the log: the CLI sends them to stderr
+/// ([`on_wait`]); a library user hears nothing unless it asks.
+static WAIT_NOTICE: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Have `tell` called with the notice each time a lock wait begins (once per
+/// process; later calls are ignored).
+pub fn on_wait(tell: fn(&str)) {
+    let _ = WAIT_NOTICE.set(tell);
 }
 
 #[cfg(test)]
@@ -412,6 +492,30 @@ mod tests {
         );
         assert!(msg.contains(&path.display().to_string()), "{msg}");
         assert!(msg.contains(&format!("(process {})", child.id())), "{msg}");
+        // The file names the holder's command line too, for the wait notice.
+        let file = File::open(&path).unwrap();
+        let holder = read_holder_info(&file).unwrap();
+        assert_eq!(holder.pid, child.id());
+        let command = holder.command.unwrap();
+        assert!(
+            command.contains("child_process_holds_the_checkout_lock"),
+            "{command}"
+        );
+        let notice = wait_notice(
+            LockKind::Checkout,
+            &path,
+            Some(&Holder {
+                pid: 7,
+                command: Some("tether commit".into()),
+            }),
+        );
+        assert_eq!(
+            notice,
+            format!(
+                "Blocking waiting for the checkout lock {}, held by process 7 (`tether commit`)",
+                path.display()
+            )
+        );
 
         std::fs::write(dir.path().join("release"), b"").unwrap();
         let _guard = acquire(&path, LockKind::Checkout, LONG).unwrap();

@@ -125,7 +125,7 @@ fn commit_without_a_message_is_refused() {
         refused(
             &d,
             args,
-            1,
+            2,
             &["a commit message is required", "tether commit -m MESSAGE"],
         );
     }

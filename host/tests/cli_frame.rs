@@ -61,8 +61,8 @@ fn commit_json_without_a_message_prints_the_reason_and_the_hint_apart() {
     store.write(json!({"labels": "0"}), "first");
     d.add_memory("imaging", &store);
     let out = d.tether(&["commit", "--json"]);
-    let e = json_error(&out, 1);
-    assert_eq!(e["class"], "TetherError", "{e}");
+    let e = json_error(&out, 2);
+    assert_eq!(e["class"], "UsageError", "{e}");
     assert_eq!(e["message"], "a commit message is required", "{e}");
     assert_eq!(e["hints"], json!(["`tether commit -m MESSAGE`"]), "{e}");
     // The human text is the one it always was.
@@ -197,8 +197,8 @@ fn status_json_keeps_its_shape_with_the_report_enums() {
 fn drop_json_without_a_bookmark_names_what_to_give_as_a_hint() {
     let d = Dataset::init();
     let out = d.tether(&["drop", "--json"]);
-    let e = json_error(&out, 1);
-    assert_eq!(e["class"], "TetherError", "{e}");
+    let e = json_error(&out, 2);
+    assert_eq!(e["class"], "UsageError", "{e}");
     assert_eq!(e["message"], "name the bookmark to drop", "{e}");
     assert_eq!(e["hints"], json!(["`tether drop BOOKMARK`"]), "{e}");
     assert!(

@@ -101,7 +101,11 @@ fn a_killed_new_b_is_finished_by_running_it_again() {
         let listed = d.ok(&["ops"]);
         let line = lines(&listed)
             .into_iter()
-            .find(|l| l.starts_with(&id))
+            .find(|l| {
+                l.split(' ')
+                    .next()
+                    .is_some_and(|short| id.starts_with(short))
+            })
             .unwrap();
         assert!(
             line.contains(&format!("(interrupted; closed by {finisher})")),

@@ -119,7 +119,11 @@ fn jj_undo_of_a_dataset_commit_is_reported_by_status_and_ops() {
     let out = d.ok(&["ops"]);
     let line = lines(&out)
         .into_iter()
-        .find(|l| l.starts_with(&op))
+        .find(|l| {
+            l.split(' ')
+                .next()
+                .is_some_and(|short| op.starts_with(short))
+        })
         .unwrap_or_else(|| panic!("no entry {op}:\n{out}"));
     assert!(line.ends_with("(vcs commit gone)"), "{line}");
     let j: Value = serde_json::from_str(&d.ok(&["ops", "--json"])).unwrap();

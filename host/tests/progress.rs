@@ -40,6 +40,8 @@ fn on_a_terminal(d: &Dataset, args: &str) -> (Output, String) {
     let out = d
         .command("script", &d.root())
         .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+        // The report's labels plain, as the assertions read them.
+        .env("NO_COLOR", "1")
         .output()
         .expect("run script(1) from util-linux");
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -108,7 +108,14 @@ fn undo_of_an_eager_new_deletes_its_branches_and_puts_the_checkout_back() {
     assert_eq!(ops[1]["id"], json!(new_id));
     assert_eq!(ops[1]["undone_by"], json!(undo_id));
     let text = d.ok(&["ops"]);
-    let line = text.lines().find(|l| l.starts_with(&new_id)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| {
+            l.split(' ')
+                .next()
+                .is_some_and(|short| new_id.starts_with(short))
+        })
+        .unwrap();
     assert!(line.ends_with(&format!("(undone by {undo_id})")), "{text}");
 
     // Several slips, several undos: the next one is `new -b sweep`.
@@ -175,7 +182,14 @@ fn undo_of_a_commit_uncommits_it_and_the_pins_stay() {
     assert_eq!(d.manifest("db"), manifest, "the working tree keeps it");
     assert!(s.db.tag(&pin).is_some(), "the pin stays");
     let text = d.ok(&["ops"]);
-    let line = text.lines().find(|l| l.starts_with(&commit_id)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| {
+            l.split(' ')
+                .next()
+                .is_some_and(|short| commit_id.starts_with(short))
+        })
+        .unwrap();
     assert!(line.contains("(undone by "), "{text}");
     assert!(line.contains("(vcs commit gone)"), "{text}");
 

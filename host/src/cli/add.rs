@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 
 use super::frame::Ctx;
-use super::output::Exit;
+use super::output::{Exit, UsageError, print_json};
 use crate::engine::add::{self, AddRequest};
 use crate::model::{FileMode, PinMode};
 
@@ -22,20 +22,28 @@ pub struct Args {
     /// The initial position the first commit pins instead of the branch head.
     #[arg(long)]
     at: Option<String>,
+    /// Neon project.
     #[arg(long)]
     project_id: Option<String>,
+    /// Neon/Dolt database.
     #[arg(long)]
     database: Option<String>,
+    /// Neon role.
     #[arg(long)]
     role: Option<String>,
+    /// git remote to push pins to.
     #[arg(long)]
     remote: Option<String>,
+    /// Object-store region.
     #[arg(long)]
     region: Option<String>,
+    /// Dolt server host.
     #[arg(long)]
     host: Option<String>,
-    #[arg(long)]
+    /// Dolt server port.
+    #[arg(long, value_parser = parse_port)]
     port: Option<String>,
+    /// DuckLake table scope.
     #[arg(long)]
     table: Option<String>,
     /// Any other locator field (repeatable).
@@ -51,6 +59,9 @@ pub struct Args {
     /// (refused if anything exists there).
     #[arg(long, conflicts_with = "at")]
     create: bool,
+    /// Machine-readable output: the add report.
+    #[arg(long)]
+    pub(super) json: bool,
 }
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
@@ -78,6 +89,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         };
         fields.push((k.to_string(), v.to_string()));
     }
+    if args.positionals.is_empty() {
+        // Every kind needs one of them: a path kind derives the key from it.
+        return Err(UsageError::new(
+            "give the object's KEY and LOCATOR (or the path, for path kinds)",
+        )
+        .hint("`tether add KEY LOCATOR --kind KIND`")
+        .into());
+    }
     let req = AddRequest {
         positionals: args.positionals,
         kind: args.kind,
@@ -99,6 +118,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         create: args.create,
     };
     let report = add::add(&repo, req).await?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(Exit::Ok);
+    }
     outln!("added {} [{}]", report.key, report.kind);
     if report.created.is_some() {
         outln!(
@@ -112,4 +135,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         outln!("note: {note}");
     }
     Ok(Exit::Ok)
+}
+
+/// `--port`: a TCP port, 1 to 65535, kept as the locator's text.
+fn parse_port(s: &str) -> std::result::Result<String, String> {
+    match s.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p.to_string()),
+        _ => Err(format!(
+            "{s:?} is not a port: give a number from 1 to 65535"
+        )),
+    }
 }

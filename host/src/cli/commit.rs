@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::frame::{Ctx, PlanMode, Planned, run_planned};
-use super::output::{Exit, print_json};
+use super::output::{Exit, UsageError, print_json};
+use crate::engine::Repo;
 use crate::engine::commit::{self, CommitOptions, CommitReport};
-use crate::engine::{Repo, TetherError};
 use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,7 @@ impl Planned for Args {
             && !self.no_vcs
             && self.message.as_deref().is_none_or(|m| m.trim().is_empty())
         {
-            return Err(TetherError::refused("a commit message is required")
+            return Err(UsageError::new("a commit message is required")
                 .hint("`tether commit -m MESSAGE`")
                 .into());
         }
@@ -86,7 +86,7 @@ impl Planned for Args {
     }
 
     async fn apply(&self, repo: &Repo, plan: &Plan) -> Result<CommitReport> {
-        Ok(commit::apply(repo, plan, self.message.as_deref()).await?)
+        Ok(commit::apply(repo, plan, self.message.as_deref(), self.force).await?)
     }
 
     fn print(&self, report: &CommitReport, json: bool) -> Result<Exit> {

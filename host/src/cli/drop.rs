@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::frame::{Ctx, PlanMode, Planned, run_planned};
-use super::output::{Exit, print_json};
+use super::output::{Exit, UsageError, print_json};
+use crate::engine::Repo;
 use crate::engine::drop::{self, DropOptions, DropReport};
-use crate::engine::{Repo, TetherError};
 use crate::plan::Plan;
 
 #[derive(Debug, clap::Args)]
@@ -58,7 +58,7 @@ impl Planned for Args {
 
     async fn plan(&self, repo: &Repo) -> Result<Plan> {
         let Some(bookmark) = self.bookmark.clone() else {
-            return Err(TetherError::refused("name the bookmark to drop")
+            return Err(UsageError::new("name the bookmark to drop")
                 .hint("`tether drop BOOKMARK`")
                 .into());
         };

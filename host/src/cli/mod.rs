@@ -25,8 +25,10 @@ mod abandon;
 mod add;
 mod backends;
 mod commit;
+mod completion;
 mod diff;
 mod drop;
+pub mod examples;
 mod forget_workspace;
 mod frame;
 mod gc;
@@ -69,6 +71,16 @@ struct Cli {
     /// one relative to the last.
     #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
     directory: Vec<PathBuf>,
+    /// Print nothing on success but what was asked for: a command that
+    /// changes things says nothing (its `--json` still prints), one that
+    /// shows things still shows them; no progress and no lock-wait notice.
+    /// Errors are always printed.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Colour the human output: auto (on a terminal, unless NO_COLOR is set),
+    /// always, or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t)]
+    color: output::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -160,12 +172,35 @@ enum Command {
     Recover(recover::Args),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
     Plugin(plugin::Args),
+    /// Print the shell completion script for SHELL (`tether completion bash > ...`).
+    Completion(completion::Args),
 }
+
+/// The command line's definition, as clap builds it (for tests that walk
+/// every command, and for completions).
+pub fn command() -> clap::Command {
+    examples::attach(<Cli as clap::CommandFactory>::command().long_version(LONG_VERSION.as_str()))
+}
+
+/// `tether --version`: what a bug report needs to name the build.
+static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}\ncommit: {}\nbuilt: {}\nwasmtime: {}\nplugin ABI: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("TETHER_BUILD_COMMIT"),
+        env!("TETHER_BUILD_DATE"),
+        env!("TETHER_WASMTIME_VERSION"),
+        tether_contract::ABI_VERSION,
+    )
+});
 
 /// Parse the command line, run the command, and turn its outcome into the
 /// spec's exit code (0 ok, 1 error, 2 usage, 3 partial).
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help, --version
@@ -189,8 +224,16 @@ pub fn main() -> ExitCode {
             return ExitCode::from(output::ErrorReport::usage(String::new()).exit_code());
         }
     };
-    init_logging(cli.verbose);
-    progress::install(cli.verbose);
+    init_logging(cli.verbose, cli.color);
+    output::configure(
+        cli.color.enabled(std::io::stdout().is_terminal()),
+        cli.quiet && !cli.command.shows(),
+    );
+    if !cli.quiet {
+        progress::install(cli.verbose);
+        // A wait on another tether's lock is said at once, not after the timeout.
+        crate::lock::on_wait(|notice| eprintln!("{notice}"));
+    }
     let json = cli.command.json();
     // `-C a -C b` is `-C a/b`, as git reads it.
     let chdir: Option<PathBuf> =
@@ -239,6 +282,7 @@ pub fn main() -> ExitCode {
             Command::Undo(args) => undo::run(ctx, args).await,
             Command::Pull(args) => pull::run(ctx, args).await,
             Command::Repair(args) => repair::run(ctx, args).await,
+            Command::Completion(args) => completion::run(args),
         }
     });
     match result {
@@ -248,11 +292,29 @@ pub fn main() -> ExitCode {
 }
 
 impl Command {
-    /// Whether the command was asked for `--json` (`add` and `remove` print
-    /// no result, so take none): its errors are then printed as JSON too.
+    /// Whether the command's output is what it is for (it shows things, as
+    /// `status` or `open` do), so `-q` leaves it alone.
+    fn shows(&self) -> bool {
+        matches!(
+            self,
+            Command::Backends(_)
+                | Command::Status(_)
+                | Command::Open(_)
+                | Command::Verify(_)
+                | Command::Diff(_)
+                | Command::Log(_)
+                | Command::Ops(_)
+                | Command::Recover(_)
+                | Command::Completion(_)
+        )
+    }
+
+    /// Whether the command was asked for `--json`: its errors are then
+    /// printed as JSON too.
     fn json(&self) -> bool {
         match self {
-            Command::Add(_) | Command::Remove(_) => false,
+            Command::Add(a) => a.json,
+            Command::Remove(a) => a.json,
             Command::Init(a) => a.json,
             Command::Backends(a) => a.json,
             Command::Set(a) => a.json,
@@ -276,11 +338,12 @@ impl Command {
             Command::Repair(a) => a.json,
             Command::Recover(a) => a.json,
             Command::Plugin(a) => a.json(),
+            Command::Completion(_) => false,
         }
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, color: output::ColorChoice) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
         0 => "warn",
@@ -291,8 +354,7 @@ fn init_logging(verbose: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Colours only for a person at a terminal: a log sent to a file or a
     // pipe stays plain text, and NO_COLOR turns them off everywhere.
-    let colour = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = color.enabled(std::io::stderr().is_terminal());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)

@@ -85,6 +85,9 @@ impl Planned for Args {
 }
 
 fn print_report(r: &NewReport, json: bool) -> Result<()> {
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
     if json {
         return print_json(r);
     }

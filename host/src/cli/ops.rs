@@ -26,8 +26,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     if entries.is_empty() {
         outln!("no operations in this checkout's log");
     }
+    let short = ops::short_ids(&repo)?;
+    let short = |id: &str| short.get(id).cloned().unwrap_or_else(|| id.to_string());
     for e in &entries {
-        let mut parts = vec![e.id.clone(), e.at.clone(), e.command.clone()];
+        let mut parts = vec![short(&e.id), e.at.clone(), e.command.clone()];
         let what = ops::describe(e);
         if !what.is_empty() {
             parts.push(what);

@@ -30,6 +30,53 @@ impl From<Exit> for ExitCode {
     }
 }
 
+/// `--color`: when the human output is coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set (and not empty).
+    #[default]
+    Auto,
+    /// Even when piped, and whatever `NO_COLOR` says.
+    Always,
+    /// Plain text.
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether output to a stream that `is_terminal` or not is coloured.
+    /// The flag beats `NO_COLOR`, as no-color.org asks.
+    pub fn enabled(self, is_terminal: bool) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
+}
+
+/// Whether stdout's human output is coloured (set once, by `main`).
+static COLOUR: AtomicBool = AtomicBool::new(false);
+/// `-q`: a command that changes things prints nothing on success but what
+/// was asked for with `--json` (set once, by `main`).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Set how stdout is written for this process: coloured or not, quiet or not.
+pub fn configure(colour: bool, quiet: bool) {
+    COLOUR.store(colour, Ordering::Relaxed);
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// `text` in `style` when stdout is coloured, else as it is.
+pub fn paint(text: &str, style: clap::builder::styling::Style) -> String {
+    if COLOUR.load(Ordering::Relaxed) {
+        format!("{}{text}{}", style.render(), style.render_reset())
+    } else {
+        text.to_string()
+    }
+}
+
 /// Set once stdout fails: later output is dropped.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 /// The first failure to write stdout other than a closed pipe.
@@ -40,6 +87,14 @@ static STDOUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
 /// work is done, and the exit code still says how it went. Any other failure
 /// (a full disk) is reported once the command is over, by [`unwritten`].
 pub fn write_out(args: std::fmt::Arguments<'_>) {
+    if QUIET.load(Ordering::Relaxed) {
+        return;
+    }
+    write_stdout(args);
+}
+
+/// [`write_out`] even under `-q`: output the user asked for by name (JSON).
+fn write_stdout(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
@@ -70,8 +125,32 @@ pub fn unwritten() -> Option<anyhow::Error> {
 
 /// Print `value` as pretty JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    outln!("{}", serde_json::to_string_pretty(value)?);
+    write_stdout(format_args!("{}\n", serde_json::to_string_pretty(value)?));
     Ok(())
+}
+
+/// A usage error the CLI finds itself, past what clap checks (a missing
+/// `-m`, a missing source or bookmark name): exit 2, class `UsageError`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}{}", hint.as_ref().map(|h| format!(": {h}")).unwrap_or_default())]
+pub struct UsageError {
+    message: String,
+    hint: Option<String>,
+}
+
+impl UsageError {
+    pub fn new(message: impl Into<String>) -> Self {
+        UsageError {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// The command line that does it right.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
 }
 
 /// An error as scripts read it with `--json`:
@@ -95,6 +174,13 @@ impl ErrorReport {
         use crate::plan::PlanError;
         use crate::plugin::{BackendError, MultiObjectError};
         use crate::vcs::VcsError;
+        if let Some(u) = e.downcast_ref::<UsageError>() {
+            return ErrorReport {
+                class: "UsageError",
+                message: u.message.clone(),
+                hints: u.hint.iter().cloned().collect(),
+            };
+        }
         let (class, hints) = if let Some(t) = e.downcast_ref::<TetherError>() {
             (t.class(), t.hints().to_vec())
         } else if let Some(m) = e.downcast_ref::<ModelError>() {
@@ -156,10 +242,10 @@ impl ErrorReport {
 
     /// Print `{"error": {...}}` on stdout.
     pub fn print_json(&self) {
-        outln!(
-            "{}",
+        write_stdout(format_args!(
+            "{}\n",
             serde_json::to_string_pretty(&serde_json::json!({ "error": self })).unwrap_or_default()
-        );
+        ));
     }
 }
 

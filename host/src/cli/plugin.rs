@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use serde_json::json;
 
 use super::frame::Ctx;
 use super::output::{Exit, print_json};
@@ -12,6 +13,14 @@ use crate::engine::plugin_cmd;
 pub struct Args {
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--json`, as every plugin subcommand takes it.
+#[derive(Debug, Clone, Copy, clap::Args)]
+struct Json {
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -26,45 +35,63 @@ enum Command {
         /// Re-pin a kind already pinned to another component.
         #[arg(long)]
         replace: bool,
+        #[command(flatten)]
+        out: Json,
     },
     /// Let this checkout run the plugin with this digest (recorded in .tether/secrets.toml).
     Trust {
         /// `sha256:<64 hex>`.
         digest: String,
+        #[command(flatten)]
+        out: Json,
     },
     /// Stop trusting a plugin digest in this checkout.
     Untrust {
         /// `sha256:<64 hex>`.
         digest: String,
+        #[command(flatten)]
+        out: Json,
     },
     /// Pin kinds to the plugin that serves them now (default: every kind the dataset uses).
     Pin {
+        /// The kinds to pin (default: every kind the dataset uses).
         kinds: Vec<String>,
         /// Also store pinned built-in components under .tether/plugins/.
         #[arg(long)]
         vendor: bool,
+        #[command(flatten)]
+        out: Json,
     },
     /// The dataset's plugin pins and where each resolves.
     List {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Json,
     },
     /// Check that every pinned plugin resolves, is trusted, and loads.
     Verify {
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Json,
     },
     /// Drop a kind's pin (and its stored component when no other kind uses it).
-    Remove { kind: String },
+    Remove {
+        /// The kind whose pin to drop.
+        kind: String,
+        #[command(flatten)]
+        out: Json,
+    },
 }
 
 impl Args {
     /// Whether the subcommand was asked for `--json`.
     pub(super) fn json(&self) -> bool {
-        matches!(
-            self.command,
-            Command::List { json: true } | Command::Verify { json: true }
-        )
+        let (Command::Add { out, .. }
+        | Command::Trust { out, .. }
+        | Command::Untrust { out, .. }
+        | Command::Pin { out, .. }
+        | Command::List { out }
+        | Command::Verify { out }
+        | Command::Remove { out, .. }) = &self.command;
+        out.json
     }
 }
 
@@ -75,16 +102,25 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
             path,
             kind,
             replace,
+            out,
         } => {
             let a = plugin_cmd::add(&repo, &path, kind.as_deref(), replace).await?;
+            if out.json {
+                print_json(&a)?;
+                return Ok(Exit::Ok);
+            }
             outln!("added plugin {} {} ({})", a.kind, a.digest, a.stored);
             if let Some(old) = &a.replaced {
                 outln!("replaced {old}");
             }
             outln!("pinned in tether.toml and trusted in this checkout; commit both files");
         }
-        Command::Trust { digest } => {
+        Command::Trust { digest, out } => {
             let changed = plugin_cmd::trust(&repo, &digest, true)?;
+            if out.json {
+                print_json(&json!({"digest": digest, "trusted": true, "changed": changed}))?;
+                return Ok(Exit::Ok);
+            }
             outln!(
                 "{} {digest}",
                 if changed {
@@ -94,8 +130,12 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 }
             );
         }
-        Command::Untrust { digest } => {
+        Command::Untrust { digest, out } => {
             let changed = plugin_cmd::trust(&repo, &digest, false)?;
+            if out.json {
+                print_json(&json!({"digest": digest, "trusted": false, "changed": changed}))?;
+                return Ok(Exit::Ok);
+            }
             outln!(
                 "{} {digest}",
                 if changed {
@@ -105,8 +145,13 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 }
             );
         }
-        Command::Pin { kinds, vendor } => {
-            for p in plugin_cmd::pin(&repo, &kinds, vendor).await? {
+        Command::Pin { kinds, vendor, out } => {
+            let pinned = plugin_cmd::pin(&repo, &kinds, vendor).await?;
+            if out.json {
+                print_json(&pinned)?;
+                return Ok(Exit::Ok);
+            }
+            for p in pinned {
                 outln!(
                     "pinned {} {} ({}{})",
                     p.kind,
@@ -116,7 +161,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 );
             }
         }
-        Command::List { json } => {
+        Command::List { out: Json { json } } => {
             let rows = plugin_cmd::list(&repo).await?;
             if json {
                 print_json(&rows)?;
@@ -137,7 +182,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 }
             }
         }
-        Command::Verify { json } => {
+        Command::Verify { out: Json { json } } => {
             let rows = plugin_cmd::verify(&repo).await?;
             let failed = rows.iter().filter(|r| !r.ok).count();
             if json {
@@ -163,8 +208,12 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 return Ok(Exit::Failed);
             }
         }
-        Command::Remove { kind } => {
+        Command::Remove { kind, out } => {
             let r = plugin_cmd::remove(&repo, &kind)?;
+            if out.json {
+                print_json(&r)?;
+                return Ok(Exit::Ok);
+            }
             outln!("removed pin {} {}", r.kind, r.digest);
             if let Some(f) = &r.deleted {
                 outln!("deleted {f}");

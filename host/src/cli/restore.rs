@@ -15,7 +15,7 @@ pub struct Args {
     /// The objects to restore (exact keys or `prefix/`).
     keys: Vec<String>,
     /// Reset each branch to what this dataset commit pinned.
-    #[arg(long, value_name = "REV", conflicts_with = "at")]
+    #[arg(short, long, value_name = "REV", conflicts_with = "at")]
     from: Option<String>,
     /// Start each branch from this native ref or state in its store.
     #[arg(long, value_name = "REF")]

@@ -1,9 +1,9 @@
 //! `tether set KEY... | --all [--file immutable|versioned] [--pin native|record]`.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use super::frame::Ctx;
-use super::output::{Exit, print_json};
+use super::output::{Exit, UsageError, print_json};
 use crate::engine::set;
 use crate::model::{FileMode, PinMode};
 
@@ -14,8 +14,10 @@ pub struct Args {
     /// Change every object.
     #[arg(long, conflicts_with = "keys")]
     all: bool,
+    /// immutable | versioned (file objects).
     #[arg(long, value_parser = ["immutable", "versioned"])]
     file: Option<String>,
+    /// native | record: a native ref per commit, or state only.
     #[arg(long, value_parser = ["native", "record"])]
     pin: Option<String>,
     /// Machine-readable output.
@@ -25,10 +27,10 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     if args.keys.is_empty() && !args.all {
-        bail!("name the objects to change (KEY...), or pass --all");
+        return Err(UsageError::new("name the objects to change (KEY...), or pass --all").into());
     }
     if args.file.is_none() && args.pin.is_none() {
-        bail!("nothing to set: give --file and/or --pin");
+        return Err(UsageError::new("nothing to set: give --file and/or --pin").into());
     }
     let repo = ctx.repo()?;
     let file = args

@@ -25,7 +25,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     let keys = key::select_keys(&args.keys, manifests.keys().map(String::as_str))?;
     let mut ws = repo.workspace()?;
     let states = snapshot::snapshot(&repo, &mut ws, &manifests, &keys).await?;
-    let failed = states.values().any(Result::is_err);
+    // A changed immutable object is an error here as in `status`.
+    let changed = snapshot::changed_immutables(&repo, &manifests, &states).await?;
+    let failed = states.values().any(Result::is_err) || !changed.is_empty();
     if args.json {
         let out: BTreeMap<&String, Value> = states
             .iter()
@@ -46,6 +48,12 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
             Ok(_) => {}
             Err(e) => super::output::write_err(format_args!("error: {k}: {e}")),
         }
+    }
+    for k in changed {
+        eprintln!(
+            "error: {k}: {}",
+            crate::engine::TetherError::ImmutableModified { key: k.clone() }
+        );
     }
     Ok(if failed { Exit::Failed } else { Exit::Ok })
 }

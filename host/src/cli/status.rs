@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::frame::Ctx;
 use super::output::{Exit, print_json};
-use crate::engine::status::{self, SnapshotMode, StatusReport, Tier, VcsDrift};
+use crate::engine::status::{self, ObjectState, SnapshotMode, StatusReport, Tier, VcsDrift};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -68,8 +68,17 @@ fn print_human(r: &StatusReport) {
     for d in &r.vcs_drift {
         outln!("warning: {}", vcs_drift_line(d));
     }
+    for w in &r.retention {
+        outln!("warning: {w}");
+    }
     for o in &r.objects {
-        let mut line = format!("{} {} [{}/{}]", o.state, o.key, o.kind, o.tier);
+        let mut line = format!(
+            "{} {} [{}/{}]",
+            state_label(&o.state),
+            o.key,
+            o.kind,
+            o.tier
+        );
         if o.tier == Tier::Observed {
             line.push_str(" unrecoverable");
         }
@@ -84,6 +93,22 @@ fn print_human(r: &StatusReport) {
             super::output::write_err(format_args!("error: {}: {e}", o.key));
         }
     }
+}
+
+/// An object's state, coloured when stdout is: clean green, new and
+/// modified yellow, behind cyan, error red.
+fn state_label(state: &ObjectState) -> String {
+    use clap::builder::styling::{AnsiColor, Style};
+    let colour = match state {
+        ObjectState::Clean => AnsiColor::Green,
+        ObjectState::New | ObjectState::Modified => AnsiColor::Yellow,
+        ObjectState::Behind => AnsiColor::Cyan,
+        ObjectState::Error => AnsiColor::Red,
+    };
+    super::output::paint(
+        &state.to_string(),
+        Style::new().fg_color(Some(colour.into())),
+    )
 }
 
 /// `dataset commit 1a2b3c4d5e6f (op 3f1c9a2b7d4e) vanished from the VCS; ...`,

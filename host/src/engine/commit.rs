@@ -104,7 +104,12 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         }
         out
     } else {
-        snapshot::snapshot(repo, &mut ws, &manifests, &keys).await?
+        // A changed immutable object is refused before anything is written,
+        // the snapshot cache included.
+        let states = snapshot::fingerprint(repo, &ws, &manifests, &keys).await?;
+        snapshot::refuse_changed_immutables(repo, &manifests, &states).await?;
+        snapshot::cache(repo, &mut ws, &states)?;
+        states
     };
     let failures: Vec<(String, BackendError)> = states
         .iter()
@@ -117,12 +122,16 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
     if !failures.is_empty() {
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
+    snapshot::refuse_changed_immutables(repo, &manifests, &states).await?;
 
     let mut p = Plan::new("commit");
     p.set_keys(&opts.keys);
     p.context.insert("bookmark".into(), json!(bookmark));
     p.context.insert("message".into(), json!(opts.message));
     p.context.insert("no_vcs".into(), json!(opts.no_vcs));
+    if opts.force {
+        p.context.insert("force".into(), json!(true));
+    }
     p.require(Precondition::WorkspaceId {
         expected: ws.workspace_id.clone(),
     });
@@ -305,8 +314,14 @@ pub async fn check_whole_scopes(
     )))
 }
 
-/// Apply a commit plan (fresh, or loaded with `--from-plan`).
-pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<CommitReport> {
+/// Apply a commit plan (fresh, or loaded with `--from-plan`). `force` (or a
+/// plan made with it) skips the quiescence check.
+pub async fn apply(
+    repo: &Repo,
+    plan: &Plan,
+    message: Option<&str>,
+    force: bool,
+) -> Result<CommitReport> {
     let no_vcs = plan
         .context
         .get("no_vcs")
@@ -324,6 +339,7 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         );
     }
     let locks = repo.lock()?;
+    refuse_changed_immutables(repo, plan).await?;
     plan.check_all(&mut Checker { repo })?;
 
     let mut report = CommitReport::default();
@@ -342,6 +358,16 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
         .unwrap_or(false);
     if writes.is_empty() && (no_vcs || !other_edits) {
         return Ok(report);
+    }
+
+    let force = force
+        || plan
+            .context
+            .get("force")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    if !force {
+        check_quiescence(repo, &writes).await?;
     }
 
     let journal = repo.journal()?;
@@ -380,6 +406,67 @@ pub async fn apply(repo: &Repo, plan: &Plan, message: Option<&str>) -> Result<Co
             Err(e)
         }
     }
+}
+
+/// Ask every store about to be pinned whose backend declares
+/// `NEEDS_QUIESCENCE` (Neon) whether writers are active, and refuse while one
+/// is: a pin taken mid-write is not a consistent state (spec/09, `commit`).
+async fn check_quiescence(repo: &Repo, writes: &[&Action]) -> Result<()> {
+    let manifests = repo.manifests()?;
+    let plugins = repo.plugins().await?;
+    let ws = repo.workspace()?;
+    let mut calls = Vec::new();
+    for a in writes {
+        let Some(m) = manifests.get(&a.key) else {
+            continue;
+        };
+        if !plugins
+            .get(&m.kind)
+            .is_some_and(|p| p.descriptor().has("NEEDS_QUIESCENCE"))
+        {
+            continue;
+        }
+        let client = repo.client(m).await?;
+        let working_ref = Repo::working_ref(&ws, &a.key);
+        calls.push((a.key.clone(), async move {
+            client.check_quiescence(working_ref.as_deref()).await
+        }));
+    }
+    let results = fan_out(calls).await;
+    let busy: Vec<String> = results
+        .failures()
+        .map(|(key, e)| format!("{key} is not quiescent: {e}"))
+        .collect();
+    if busy.is_empty() {
+        return Ok(());
+    }
+    Err(TetherError::refused(busy.join("; "))
+        .hint("commit once its writers are done, or `tether commit --force` to pin anyway"))
+}
+
+/// Fingerprint the plan's committed immutable objects again, under the lock:
+/// a plan made before one changed (`--from-plan`, or an instrument writing
+/// between plan and apply) must not record it, nor land beside it. Checked
+/// before the plan's preconditions so the refusal is the spec's
+/// `ImmutableObjectModified`, not a stale plan.
+async fn refuse_changed_immutables(repo: &Repo, plan: &Plan) -> Result<()> {
+    let manifests = repo.manifests()?;
+    let keys: Vec<String> = plan
+        .actions
+        .iter()
+        .map(|a| a.key.clone())
+        .filter(|k| {
+            manifests
+                .get(k)
+                .is_some_and(|m| snapshot::immutable_file(m) && m.state.is_some())
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let ws = repo.workspace()?;
+    let states = snapshot::fingerprint(repo, &ws, &manifests, &keys).await?;
+    snapshot::refuse_changed_immutables(repo, &manifests, &states).await
 }
 
 /// The journal's result for a landing that failed and was rolled back:

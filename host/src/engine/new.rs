@@ -91,6 +91,32 @@ pub struct NewReport {
     pub parked: Option<String>,
     #[serde(skip)]
     pub trunk: bool,
+    /// For the CLI: `pin = "record"` objects left unforked (`--defer-record`).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// One warning per `pin = "record"` object this checkout has not forked yet
+/// (`--defer-record`, or `[new] record = "defer"`): no tether ref holds its
+/// recorded state, so the store's retention alone decides how long it can be
+/// read here (spec/06, "Lazy or eager"). `new` prints them and `status`
+/// repeats them until the fork.
+pub(crate) fn retention_warnings(
+    manifests: &BTreeMap<String, Manifest>,
+    ws: &WorkspaceState,
+) -> Vec<String> {
+    ws.pending_forks
+        .keys()
+        .filter(|k| !ws.working_refs.contains_key(*k))
+        .filter(|k| manifests.get(*k).is_some_and(|m| m.policy.pin == PinMode::Record))
+        .map(|k| {
+            format!(
+                "{k} has pin = \"record\" and is not forked on this bookmark yet: nothing of \
+                 tether's holds its recorded state, only the store's retention keeps it; once the \
+                 store expires it, reading {k} here fails (a writable `tether open {k}` forks it now)"
+            )
+        })
+        .collect()
 }
 
 /// How the VCS working copy moves.
@@ -785,6 +811,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         }
         report.working_refs = ws.working_refs.clone();
         report.pending_forks = ws.pending_forks.clone();
+        report.warnings = retention_warnings(&repo.manifests()?, &ws);
         repo.save_workspace(&locks, &ws)?;
         finish(
             op,
@@ -892,6 +919,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         report.working_refs.insert(k.clone(), r.clone());
     }
     report.pending_forks = ws.pending_forks.clone();
+    report.warnings = retention_warnings(&repo.manifests()?, &ws);
     repo.save_workspace(&locks, &ws)?;
     let summary = match (&bookmark, forked.is_empty()) {
         (None, _) => "read-only".to_string(),

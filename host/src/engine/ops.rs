@@ -7,7 +7,7 @@
 //! against one walk of visible history and sets `vcs_commit_gone`, which adds
 //! the `(vcs commit gone)` flag.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -32,6 +32,12 @@ pub async fn ops(repo: &Repo, limit: usize) -> Result<Vec<OpEntry>> {
         }
     }
     Ok(entries)
+}
+
+/// Every operation's shortest unique id prefix in this checkout's log, keyed
+/// by full id: what the CLI prints for an op id (`undo` and `get` take it back).
+pub fn short_ids(repo: &Repo) -> Result<HashMap<String, String>> {
+    Ok(repo.journal()?.short_ids()?)
 }
 
 /// What an entry did, in a few words: the command's own `result.summary`,

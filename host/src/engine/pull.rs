@@ -40,7 +40,7 @@ use super::commit::{self, CommitReport, Landing};
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
-use crate::model::{FileMode, Manifest, key};
+use crate::model::{Manifest, key};
 use crate::oplog::NewOp;
 use crate::plan::{Action, Plan, verb};
 use crate::plugin::BackendError;
@@ -180,7 +180,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
         let recorded = m.state.as_ref().expect("only committed objects are read");
         let changed = content(recorded, descriptor) != content(state, descriptor);
         let onto_branch = trunk && m.locator.contains_key("at");
-        if changed && immutable_file(m) {
+        if changed && snapshot::immutable_file(m) {
             return Err(TetherError::ImmutableModified { key: k.clone() });
         }
         if changed || onto_branch {
@@ -326,11 +326,6 @@ fn put_back_interrupted_pulls(repo: &Repo) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A `file = "immutable"` object: drift is an error, never a new state.
-fn immutable_file(m: &Manifest) -> bool {
-    m.kind == "file" && m.policy.file == FileMode::Immutable
 }
 
 /// Pull commits only what it fetched, so an edited manifest would be left

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::{Result, TetherError};
-use super::repo::Repo;
-use crate::model::{Manifest, WorkspaceState, time, workspace::SnapshotError};
+use super::repo::{Repo, content};
+use crate::model::{FileMode, Manifest, WorkspaceState, time, workspace::SnapshotError};
 use crate::plugin::{BackendError, fan_out};
 
 /// One object's fresh fingerprint, or why it failed.
@@ -89,14 +89,21 @@ pub async fn snapshot(
     keys: &[String],
 ) -> Result<Fingerprints> {
     let states = fingerprint(repo, ws, manifests, keys).await?;
-    record(ws, &states);
+    cache(repo, ws, &states)?;
+    Ok(states)
+}
+
+/// Store fingerprints taken at `ws`'s position in the snapshot cache, as
+/// [`snapshot`] does.
+pub fn cache(repo: &Repo, ws: &mut WorkspaceState, states: &Fingerprints) -> Result<()> {
+    record(ws, states);
     let read_at = position(ws);
     repo.update_workspace(|now| {
         if position(now) == read_at {
-            record(now, &states);
+            record(now, states);
         }
     })?;
-    Ok(states)
+    Ok(())
 }
 
 /// Where a checkout reads its objects: what a snapshot's fingerprints
@@ -165,4 +172,45 @@ pub fn cached(
         return Some(Err(e.error.clone()));
     }
     ws.last_snapshot.get(key).map(|s| Ok(s.clone()))
+}
+
+/// A `file = "immutable"` object: drift is an error, never a new state.
+pub(crate) fn immutable_file(m: &Manifest) -> bool {
+    m.kind == "file" && m.policy.file == FileMode::Immutable
+}
+
+/// The committed `file = "immutable"` objects among `states` whose content
+/// is no longer what their manifest recorded (spec/05, "Drift").
+pub(crate) async fn changed_immutables(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    states: &Fingerprints,
+) -> Result<Vec<String>> {
+    let mut changed = Vec::new();
+    for (key, state) in states {
+        let Ok(now) = state else { continue };
+        let Some(m) = manifests.get(key).filter(|m| immutable_file(m)) else {
+            continue;
+        };
+        let Some(recorded) = &m.state else { continue };
+        let descriptor = repo.plugins().await?[&m.kind].descriptor();
+        if content(now, descriptor) != content(recorded, descriptor) {
+            changed.push(key.clone());
+        }
+    }
+    Ok(changed)
+}
+
+/// Refuse when a committed immutable object changed: recording its new state
+/// would silently replace an input that must not move. The way out is
+/// deliberate: `tether remove KEY`, `add` it again, commit.
+pub(crate) async fn refuse_changed_immutables(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    states: &Fingerprints,
+) -> Result<()> {
+    match changed_immutables(repo, manifests, states).await?.first() {
+        Some(key) => Err(TetherError::ImmutableModified { key: key.clone() }),
+        None => Ok(()),
+    }
 }

@@ -126,6 +126,9 @@ pub struct StatusReport {
     pub bookmark_drift: Vec<String>,
     pub vcs_drift: Vec<VcsDrift>,
     pub objects: Vec<ObjectStatus>,
+    /// `pin = "record"` objects not forked yet, as `new` warned (spec/06).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retention: Vec<String>,
 }
 
 impl StatusReport {
@@ -189,6 +192,7 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
         bookmark_drift,
         vcs_drift,
         objects,
+        retention: super::new::retention_warnings(&manifests, &ws),
     })
 }
 

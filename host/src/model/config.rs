@@ -237,7 +237,7 @@ impl Config {
              # Credentials, endpoints, executables and SQL go in .tether/secrets.toml.\n\n",
         );
         out.push_str(&format!(
-            "[tether]\nversion = {}  # the format this tether writes; older datasets need `tether upgrade`\n\n",
+            "[tether]\nversion = {}  # the format this tether writes; older ones need the release that wrote them\n\n",
             self.version
         ));
         out.push_str(&format!(
@@ -464,8 +464,9 @@ impl Parser {
         };
         let Some(dataset_id) = dataset_id else {
             return Err(self.invalid(
-                "[dataset] id is missing: a dataset from before ids needs `tether upgrade`; \
-                 a new one gets its id from `tether init`",
+                "[dataset] id is missing: a dataset from before ids opens only with the tether \
+                 release that made it (this build cannot upgrade it); a new one gets its id \
+                 from `tether init`",
             ));
         };
         if !ids::is_dataset_id(dataset_id) {
@@ -729,7 +730,7 @@ digest = "sha256:000000000000000000000000000000000000000000000000000000000000000
         let e = parse("[tether]\nversion = 4\n[dataset]\nid = \"0a1b2c3d\"\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "tether.toml is version 4; this tether expects 5: run `tether upgrade`, then re-sync the other clones"
+            "tether.toml is version 4; this tether expects 5: open this dataset with the tether release that writes version 4 (this build cannot upgrade it)"
         );
         // An old file is refused for its version, whatever else it holds.
         let e = parse("[tether]\nversion = 1\n[mystery]\nx = 1\n").unwrap_err();

@@ -36,9 +36,10 @@ pub enum ModelError {
         selector: String,
     },
 
-    /// `tether.toml` older than this tether: only `tether upgrade` may open it.
+    /// `tether.toml` older than this tether. There is no `tether upgrade`
+    /// yet, so the way today is the release that wrote it.
     #[error(
-        "tether.toml is version {found}; this tether expects {expected}: run `tether upgrade`, then re-sync the other clones"
+        "tether.toml is version {found}; this tether expects {expected}: open this dataset with the tether release that writes version {found} (this build cannot upgrade it)"
     )]
     OutdatedFormat {
         /// The version the file carries.

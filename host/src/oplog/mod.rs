@@ -144,7 +144,8 @@ impl OplogError {
 /// One operation as read back: the `tether ops --json` row (spec 09).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpEntry {
-    /// 12 hex: 8 of the start time in Unix seconds, 4 random; sortable.
+    /// 12 hex, random ([`new_op_id`]); older logs hold 8 hex of the start
+    /// time then 4 random.
     pub id: String,
     /// When it started (UTC, ISO 8601).
     pub at: String,
@@ -232,16 +233,46 @@ impl OpEntry {
     }
 }
 
-/// A fresh operation id: 8 hex of the Unix time in seconds, then 4 random hex.
-/// Ids sort by start time to the second; [`Journal::begin`] also keeps them
-/// increasing within one log.
+/// A fresh operation id: 12 random hex. Random from the first digit, so a
+/// few digits tell the operations of one log apart ([`short_ids`]); the log's
+/// order is its line order, not the ids'. Ids written by earlier versions (8
+/// hex of the start time, then 4 random) have the same shape and stay valid.
 pub fn new_op_id() -> String {
-    let secs = chrono::Utc::now().timestamp().clamp(0, u32::MAX as i64) as u64;
-    let mut rnd = [0u8; 2];
-    // No entropy is no reason to refuse a command: the time still orders it,
-    // and `begin` makes the id unique within the log.
-    let _ = getrandom::fill(&mut rnd);
-    format!("{secs:08x}{}", hex::encode(rnd))
+    let mut rnd = [0u8; 6];
+    if getrandom::fill(&mut rnd).is_err() {
+        // No entropy is no reason to refuse a command: the clock's nanoseconds
+        // and the pid still differ between operations, and `start` makes the
+        // id unique within the log.
+        let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64;
+        let mixed = nanos.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9);
+        rnd.copy_from_slice(&mixed.to_le_bytes()[..6]);
+    }
+    hex::encode(rnd)
+}
+
+/// The fewest leading characters an op id is shown with, even when fewer
+/// would be unique (as jj and git do): a 1-digit id reads like a count.
+pub const SHORT_ID_MIN: usize = 4;
+
+/// Each id's shortest prefix that no other id in `ids` starts with (at least
+/// [`SHORT_ID_MIN`] characters), keyed by the full id: what `tether ops` and
+/// `undo` print, and what [`Journal::get`] takes back. Computed over the whole
+/// log, since lookups are.
+pub fn short_ids<'a>(ids: impl IntoIterator<Item = &'a str>) -> HashMap<String, String> {
+    let mut sorted: Vec<&str> = ids.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let mut out = HashMap::with_capacity(sorted.len());
+    for (i, id) in sorted.iter().enumerate() {
+        // In sorted order the ids sharing the longest prefix with this one
+        // are its neighbours.
+        let before = i.checked_sub(1).map_or(0, |j| common(sorted[j], id));
+        let after = sorted.get(i + 1).map_or(0, |next| common(next, id));
+        let len = (before.max(after) + 1).max(SHORT_ID_MIN).min(id.len());
+        out.insert((*id).to_string(), id[..len].to_string());
+    }
+    out
 }
 
 /// What [`Journal::start`] records in the `started` entry.
@@ -340,7 +371,7 @@ impl Journal {
     /// [`Journal::begin`] with everything a `started` record can hold.
     pub fn start(&self, op: NewOp) -> Result<OpHandle, OplogError> {
         let records = self.records()?;
-        let id = next_id(&records, new_op_id());
+        let id = unique_id(&records, new_op_id);
         let record = json!({
             "record": "started",
             "id": id,
@@ -402,6 +433,12 @@ impl Journal {
         entries.reverse();
         entries.truncate(n);
         Ok(entries)
+    }
+
+    /// Every entry's shortest unique id prefix ([`short_ids`]).
+    pub fn short_ids(&self) -> Result<HashMap<String, String>, OplogError> {
+        let entries = self.entries()?;
+        Ok(short_ids(entries.iter().map(|e| e.id.as_str())))
     }
 
     /// The entry with this id, or the one entry whose id starts with it.
@@ -557,20 +594,18 @@ impl OpHandle {
     }
 }
 
-/// `candidate`, unless it would not sort after every id already in the log;
-/// then the last id plus one. Keeps ids unique and increasing per log even
-/// within one second or after the clock steps back.
-fn next_id(records: &[Value], candidate: String) -> String {
-    let last = records
+/// A fresh id from `fresh` that no `started` record in the log has yet.
+fn unique_id(records: &[Value], mut fresh: impl FnMut() -> String) -> String {
+    let taken: std::collections::HashSet<&str> = records
         .iter()
         .filter(|r| r.get("record").and_then(Value::as_str) == Some("started"))
         .filter_map(|r| r.get("id").and_then(Value::as_str))
-        .filter(|id| id.len() == 12)
-        .filter_map(|id| u64::from_str_radix(id, 16).ok())
-        .max();
-    match (last, u64::from_str_radix(&candidate, 16)) {
-        (Some(last), Ok(c)) if c <= last => format!("{:012x}", last + 1),
-        _ => candidate,
+        .collect();
+    loop {
+        let id = fresh();
+        if !taken.contains(id.as_str()) {
+            return id;
+        }
     }
 }
 

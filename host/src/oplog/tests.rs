@@ -168,7 +168,7 @@ fn a_torn_last_line_is_tolerated_and_the_next_entry_starts_fresh() {
 }
 
 #[test]
-fn ids_are_twelve_hex_unique_and_increasing() {
+fn ids_are_twelve_hex_and_unique_in_the_log() {
     let id = new_op_id();
     assert_eq!(id.len(), 12);
     assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
@@ -183,15 +183,73 @@ fn ids_are_twelve_hex_unique_and_increasing() {
                 .unwrap(),
         );
     }
-    let mut sorted = ids.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(sorted, ids);
+    // The log keeps its own order whatever the ids are.
+    let listed: Vec<String> = j.entries().unwrap().into_iter().map(|e| e.id).collect();
+    assert_eq!(listed, ids);
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ids.len());
 
-    // A clock behind the log still yields a later id.
-    let records = vec![json!({"record": "started", "id": "ffffffff0000"})];
-    assert_eq!(next_id(&records, "000000010000".into()), "ffffffff0001");
-    assert_eq!(next_id(&[], "000000010000".into()), "000000010000");
+    // An id already in the log is drawn again.
+    let records = vec![json!({"record": "started", "id": "aaaaaaaaaaaa"})];
+    let mut draws = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"].into_iter();
+    assert_eq!(
+        unique_id(&records, || draws.next().unwrap().to_string()),
+        "bbbbbbbbbbbb"
+    );
+}
+
+#[test]
+fn short_ids_are_the_shortest_unique_prefixes() {
+    let short = short_ids([
+        "6b0ec9310000",
+        "6b0ec9320000",
+        "6b0ec9320001",
+        "f00000000000",
+    ]);
+    assert_eq!(short["6b0ec9310000"], "6b0ec931");
+    assert_eq!(short["6b0ec9320000"], "6b0ec9320000");
+    assert_eq!(short["6b0ec9320001"], "6b0ec9320001");
+    // Unique from the first digit, still shown with SHORT_ID_MIN of them.
+    assert_eq!(short["f00000000000"], "f000");
+    assert_eq!(short_ids(["abc"])["abc"], "abc");
+}
+
+#[test]
+fn old_timestamp_ids_load_and_resolve_in_full_and_by_prefix() {
+    let (_dir, j) = journal();
+    let old = ["6b0ec9310a1b", "6b0ec9310a1c", "6b0ec9320000"];
+    let mut text = String::new();
+    for id in old {
+        text += &format!(
+            "{{\"record\":\"started\",\"id\":\"{id}\",\"at\":\"2027-01-01T00:00:00.000Z\",\"command\":\"add\",\"plan\":null,\"pre\":{{}},\"parent\":null,\"undoes\":null}}\n\
+             {{\"record\":\"done\",\"op\":\"{id}\",\"at\":\"2027-01-01T00:00:00.000Z\",\"result\":{{}}}}\n"
+        );
+    }
+    std::fs::create_dir_all(j.path().parent().unwrap()).unwrap();
+    std::fs::write(j.path(), text).unwrap();
+    let fresh = j
+        .begin("add", None, None)
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
+    for id in old {
+        assert_eq!(j.get(id).unwrap().id, id);
+    }
+    assert_eq!(j.get("6b0ec932").unwrap().id, "6b0ec9320000");
+    match j.get("6b0ec931") {
+        Err(OplogError::Ambiguous { matches, .. }) => {
+            assert_eq!(matches, vec!["6b0ec9310a1b", "6b0ec9310a1c"])
+        }
+        other => panic!("{other:?}"),
+    }
+    let short = j.short_ids().unwrap();
+    assert_eq!(short.len(), 4);
+    for (id, prefix) in &short {
+        assert_eq!(&j.get(prefix).unwrap().id, id);
+    }
+    assert!(short[&fresh].len() < fresh.len() || fresh.starts_with("6b0ec93"));
 }
 
 #[test]

@@ -97,7 +97,9 @@ use serde_json::{Value, json};
 use tether_sdk::kit;
 use tether_sdk::storage::{Bucket, PutMode, StorageError};
 use tether_sdk::tree::{self, EntryKind};
-use tether_sdk::{Backend, Capability, Descriptor, Error, ObjectDiff, Result, cap, descriptor};
+use tether_sdk::{
+    Backend, Capability, Descriptor, Error, Handle, ObjectDiff, Result, Target, cap, descriptor,
+};
 
 pub use harness::FileHarness;
 pub use state::{DirListing, ListedEntry};
@@ -326,6 +328,38 @@ impl Backend for FileBackend {
             caps.retain(|c| c != cap::CREATE.as_str());
         }
         Ok(caps)
+    }
+
+    /// A file object is read where it lies: its handle is its path or URI
+    /// (`FileHandle`, spec/09). Observed, so only what is there now can be
+    /// named; a pin or a recorded state has no address (the host says so
+    /// before it asks).
+    fn open(&self, locator: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
+        let uri = match location(locator)? {
+            Location::Local(path) => path,
+            Location::Prefix { identity, .. } => identity,
+            Location::Object(uri) => uri,
+        };
+        match target {
+            Target::Base => {}
+            Target::WorkingRef(name) => {
+                return Err(Error::Capability(format!(
+                    "the file backend has no working refs (asked for {name})"
+                )));
+            }
+            Target::Pinned(_) | Target::Recorded(_) => {
+                return Err(Error::Capability(format!(
+                    "{uri} is Observed: its recorded state is a digest, not an address, so only \
+                     its current content opens"
+                )));
+            }
+        }
+        Ok(Handle {
+            type_name: "FileHandle".into(),
+            address: uri.clone(),
+            read_only,
+            fields: json!({ "uri": uri, "version_id": null }),
+        })
     }
 
     fn fingerprint(&self, locator: &Locator, working_ref: Option<&str>) -> Result<Value> {

@@ -108,6 +108,18 @@ impl S3Settings {
                 ));
             }
         }
+        // tether moves refs with If-Match / If-None-Match (the ETag mode); it
+        // has no other, so any other mode is refused rather than ignored.
+        let conditional_put = options
+            .get("conditional_put")
+            .or_else(|| nested.and_then(|n| n.get("conditional_put")));
+        if conditional_put.is_some_and(|v| v.as_str() != Some("etag")) {
+            return Err(
+                "S3 setting `conditional_put` must be \"etag\": tether moves refs with \
+                 If-Match / If-None-Match and supports no other mode (remove it, or set \"etag\")"
+                    .to_string(),
+            );
+        }
         for field in FIELDS {
             let value = options
                 .get(*field)
@@ -408,6 +420,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.force_path_style, Some(false));
+        // conditional_put: the ETag mode tether uses is accepted, any other refused.
+        let with = |v: Value| {
+            S3Settings::resolve(
+                &opts(json!({"access_key_id": "A", "secret_access_key": "S",
+                    "storage_options": {"conditional_put": v}})),
+                no_env,
+            )
+        };
+        assert!(with(json!("etag")).is_ok());
+        for bad in [json!("dynamo:locks"), json!("disabled"), json!(true)] {
+            let e = with(bad.clone()).unwrap_err();
+            assert!(
+                e.contains("`conditional_put` must be \"etag\""),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -8,14 +8,16 @@
 use serde_json::Value;
 use tether_plugin_memory::{Locator, MemoryBackend};
 use tether_sdk::{
-    Backend, Descriptor, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result, Target,
-    VerifyReport,
+    Backend, Capability, Descriptor, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Result,
+    Target, VerifyReport,
 };
 
 /// What a variant changes; the defaults behave like memory.
 pub trait Variant: Default + 'static {
     /// The kind the variant reports.
     const KIND: &'static str;
+    /// Capabilities it declares on top of memory's.
+    const EXTRA_CAPABILITIES: &'static [Capability] = &[];
 
     fn fork(
         &self,
@@ -36,6 +38,15 @@ pub trait Variant: Default + 'static {
     ) -> Result<Value> {
         memory.fingerprint(locator, working_ref)
     }
+
+    fn check_quiescence(
+        &self,
+        memory: &MemoryBackend,
+        locator: &Locator,
+        working_ref: Option<&str>,
+    ) -> Result<()> {
+        memory.check_quiescence(locator, working_ref)
+    }
 }
 
 /// The memory backend under variant `V`.
@@ -49,10 +60,18 @@ impl<V: Variant> Backend for Memory<V> {
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {
-        Descriptor {
+        let mut d = Descriptor {
             kind: V::KIND.to_owned(),
             ..self.memory.describe()
-        }
+        };
+        d.capabilities
+            .extend(V::EXTRA_CAPABILITIES.iter().map(|c| c.as_str().to_owned()));
+        d
+    }
+
+    fn check_quiescence(&self, locator: &Locator, working_ref: Option<&str>) -> Result<()> {
+        self.variant
+            .check_quiescence(&self.memory, locator, working_ref)
     }
 
     fn fork(
