@@ -68,15 +68,6 @@ pub fn configure(colour: bool, quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
 
-/// `text` in `style` when stdout is coloured, else as it is.
-pub fn paint(text: &str, style: clap::builder::styling::Style) -> String {
-    if COLOUR.load(Ordering::Relaxed) {
-        format!("{}{text}{}", style.render(), style.render_reset())
-    } else {
-        text.to_string()
-    }
-}
-
 /// Set once stdout fails: later output is dropped.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 /// The first failure to write stdout other than a closed pipe.
@@ -93,19 +84,46 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     write_stdout(args);
 }
 
-/// [`write_out`] even under `-q`: output the user asked for by name (JSON).
-fn write_stdout(args: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+/// A line that starts with `label` in `style` when stdout is coloured (a
+/// status label), then `rest`. Both are escaped like every line; only the
+/// style's own codes, which tether writes, reach the terminal as codes.
+pub fn write_styled_line(
+    label: &str,
+    style: clap::builder::styling::Style,
+    rest: std::fmt::Arguments<'_>,
+) {
+    if QUIET.load(Ordering::Relaxed) {
         return;
     }
+    let label = escape(label);
+    let rest = format!("{rest}\n");
+    let rest = escape(&rest);
+    if COLOUR.load(Ordering::Relaxed) {
+        let (on, off) = (style.render(), style.render_reset());
+        write_raw(&format!("{on}{label}{off}{rest}"));
+    } else {
+        write_raw(&format!("{label}{rest}"));
+    }
+}
+
+/// [`write_out`] even under `-q`: output the user asked for by name (JSON).
+fn write_stdout(args: std::fmt::Arguments<'_>) {
     // Whatever a command prints may quote a clone, a store or a plugin
     // (locators, keys, store messages): nothing in it may drive the terminal.
     let text = args
         .as_str()
         .map_or_else(|| std::fmt::format(args).into(), std::borrow::Cow::Borrowed);
+    write_raw(&escape(&text));
+}
+
+/// Write text that is already safe for a terminal to stdout.
+fn write_raw(text: &str) {
+    use std::io::Write as _;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(escape(&text).as_bytes()) {
+    if let Err(e) = stdout.write_all(text.as_bytes()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             let mut first = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());

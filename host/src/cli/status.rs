@@ -72,13 +72,7 @@ fn print_human(r: &StatusReport) {
         outln!("warning: {w}");
     }
     for o in &r.objects {
-        let mut line = format!(
-            "{} {} [{}/{}]",
-            state_label(&o.state),
-            o.key,
-            o.kind,
-            o.tier
-        );
+        let mut line = format!(" {} [{}/{}]", o.key, o.kind, o.tier);
         if o.tier == Tier::Observed {
             line.push_str(" unrecoverable");
         }
@@ -88,16 +82,20 @@ fn print_human(r: &StatusReport) {
         if let Some(v) = &o.verify {
             line.push_str(&format!(" verify={v}"));
         }
-        outln!("{line}");
+        super::output::write_styled_line(
+            &o.state.to_string(),
+            state_style(&o.state),
+            format_args!("{line}"),
+        );
         if let Some(e) = &o.error {
             super::output::write_err(format_args!("error: {}: {e}", o.key));
         }
     }
 }
 
-/// An object's state, coloured when stdout is: clean green, new and
-/// modified yellow, behind cyan, error red.
-fn state_label(state: &ObjectState) -> String {
+/// The colour of an object's state when stdout is coloured: clean green,
+/// new and modified yellow, behind cyan, error red.
+fn state_style(state: &ObjectState) -> clap::builder::styling::Style {
     use clap::builder::styling::{AnsiColor, Style};
     let colour = match state {
         ObjectState::Clean => AnsiColor::Green,
@@ -105,10 +103,7 @@ fn state_label(state: &ObjectState) -> String {
         ObjectState::Behind => AnsiColor::Cyan,
         ObjectState::Error => AnsiColor::Red,
     };
-    super::output::paint(
-        &state.to_string(),
-        Style::new().fg_color(Some(colour.into())),
-    )
+    Style::new().fg_color(Some(colour.into()))
 }
 
 /// `dataset commit 1a2b3c4d5e6f (op 3f1c9a2b7d4e) vanished from the VCS; ...`,
