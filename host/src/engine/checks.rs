@@ -1,6 +1,6 @@
 //! What `verify` and `repair` share: which distinct checks the selected
-//! manifests ask for ([`subjects`]), and asking the stores about them in
-//! batches ([`check`]). A service: it imports no command module.
+//! manifests ask for (`subjects`), and asking the stores about them in
+//! batches (`check`). A service: it imports no command module.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
