@@ -99,7 +99,9 @@ mod armed {
                 .append(true)
                 .open(path)
             {
-                let _ = writeln!(f, "{name}");
+                // One write per line: `writeln!` writes the name and the line
+                // feed apart, and a fan-out's threads interleaved them.
+                let _ = f.write_all(format!("{name}\n").as_bytes());
             }
         }
         let Some(fault) = fault() else { return };
