@@ -645,29 +645,10 @@ impl fmt::Display for Config {
     }
 }
 
+/// A `tether.toml` that sets every section: this module's round-trip test
+/// and the parsers' property tests start from it.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn parse(text: &str) -> Result<Config> {
-        Config::parse(text, Path::new("/d/tether.toml"))
-    }
-
-    #[test]
-    fn defaults_and_minimal_file() {
-        let c = parse("[dataset]\nid = \"0a1b2c3d\"\n").unwrap();
-        assert_eq!(c, Config::new("0a1b2c3d").unwrap());
-        assert_eq!(c.trunk, "main");
-        assert_eq!(c.new_fork, NewFork::Lazy);
-        assert_eq!(c.new_record, NewRecord::Fork);
-        assert_eq!(c.vcs_prefer, VcsPrefer::Jj);
-        assert!(!c.snapshot_auto && !c.verify_on_status);
-    }
-
-    #[test]
-    fn full_file_round_trips_stably() {
-        let text = r#"
+pub(crate) const FULL_CONFIG: &str = r#"
 [tether]
 version = 5
 [dataset]
@@ -693,6 +674,30 @@ warehouse = "wh"
 [plugins.lakefs]
 digest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("/d/tether.toml"))
+    }
+
+    #[test]
+    fn defaults_and_minimal_file() {
+        let c = parse("[dataset]\nid = \"0a1b2c3d\"\n").unwrap();
+        assert_eq!(c, Config::new("0a1b2c3d").unwrap());
+        assert_eq!(c.trunk, "main");
+        assert_eq!(c.new_fork, NewFork::Lazy);
+        assert_eq!(c.new_record, NewRecord::Fork);
+        assert_eq!(c.vcs_prefer, VcsPrefer::Jj);
+        assert!(!c.snapshot_auto && !c.verify_on_status);
+    }
+
+    #[test]
+    fn full_file_round_trips_stably() {
+        let text = FULL_CONFIG;
         let c = parse(text).unwrap();
         assert!(c.snapshot_auto && c.verify_on_status);
         assert_eq!(c.new_record, NewRecord::Defer);

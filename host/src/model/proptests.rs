@@ -95,31 +95,7 @@ ref = "tether.0a1b2c3d.e7a279c1973a37ef.2"
 created = false
 "#;
 
-const CONFIG: &str = r#"[tether]
-version = 5
-[dataset]
-id = "0a1b2c3d"
-[snapshot]
-auto = true
-[verify]
-on_status = true
-[new]
-fork = "lazy"
-record = "defer"
-[defaults]
-file = "versioned"
-pin = "record"
-[vcs]
-prefer = "git"
-trunk = "trunk"
-[backends.file]
-storage_options = { region = "us-west-2", allow_http = true }
-[backends.iceberg.catalog]
-type = "rest"
-warehouse = "wh"
-[plugins.lakefs]
-digest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
-"#;
+const CONFIG: &str = super::config::FULL_CONFIG;
 
 const WORKSPACE: &str = r#"workspace_id = "7c1e0a4d9b2e4f6a8c1d3e5f7a9b0c2d"
 bookmark = "relabel"
