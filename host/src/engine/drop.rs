@@ -45,13 +45,28 @@ pub struct DropReport {
     pub gc: Option<GcReport>,
 }
 
-fn gc_options(force_prune: bool, delete_stores: bool) -> GcOptions {
-    GcOptions {
+/// The store half of a drop: gc's plan as if `commits` and bookmark `b`
+/// were gone (`leaving` when this checkout is the one on `b`).
+async fn store_half(
+    repo: &Repo,
+    b: &str,
+    commits: &[CommitId],
+    leaving: bool,
+    force_prune: bool,
+    delete_stores: bool,
+) -> Result<Plan> {
+    let options = GcOptions {
         prune_bookmarks: true,
         force_prune,
         delete_stores,
         ..GcOptions::default()
-    }
+    };
+    let without = Without {
+        commits: gc::commit_set(commits),
+        bookmark: Some(b.to_string()),
+        leaving,
+    };
+    gc::plan_with(repo, &options, &without).await
 }
 
 /// Decide what drop would do.
@@ -181,14 +196,13 @@ pub async fn plan(repo: &Repo, opts: &DropOptions) -> Result<Plan> {
             .with_target(&b)
             .with_detail(format!("at {}", head.short12())),
     );
-    let store = gc::plan_with(
+    let store = store_half(
         repo,
-        &gc_options(opts.force_prune, opts.delete_stores),
-        &Without {
-            commits: gc::commit_set(&commits),
-            bookmark: Some(b.clone()),
-            leaving: here,
-        },
+        &b,
+        &commits,
+        here,
+        opts.force_prune,
+        opts.delete_stores,
     )
     .await?;
     p.note("the store actions are a preview, computed as if the commits were gone; apply plans them again after the VCS half");
@@ -276,16 +290,7 @@ async fn resume_plan(repo: &Repo, entry: &OpEntry, opts: &DropOptions) -> Result
         "finishes the interrupted drop {}: bookmark {b} is already deleted, the store half is left",
         entry.id
     ));
-    let store = gc::plan_with(
-        repo,
-        &gc_options(force_prune, delete_stores),
-        &Without {
-            commits: gc::commit_set(&commits),
-            bookmark: Some(b.clone()),
-            leaving: false,
-        },
-    )
-    .await?;
+    let store = store_half(repo, &b, &commits, false, force_prune, delete_stores).await?;
     for n in store.notes {
         p.note(n);
     }
@@ -374,16 +379,7 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<DropReport> {
         op.progress(json!({"deleted_bookmark": b, "at": h.to_string()}))?;
     }
     report.abandoned = commits.iter().map(|c| c.to_string()).collect();
-    let store = gc::plan_with(
-        repo,
-        &gc_options(force_prune, delete_stores),
-        &Without {
-            commits: gc::commit_set(&commits),
-            bookmark: Some(b.clone()),
-            leaving: false,
-        },
-    )
-    .await?;
+    let store = store_half(repo, &b, &commits, false, force_prune, delete_stores).await?;
     let gc_report = gc::apply_as(repo, &store, Some(&op_id)).await?;
     report.gc = Some(gc_report);
     op.finish(json!({"summary": format!("dropped {b}"), "report": report}))?;
