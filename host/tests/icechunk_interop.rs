@@ -46,11 +46,16 @@ def out(value):
     print(json.dumps(value))
 "#;
 
+/// After a script that finished: skip the interpreter's teardown, in which
+/// icechunk's native threads once took the process down with a signal after
+/// every line was printed (what Python read is the test, not its exit).
+const EPILOGUE: &str = "\nsys.stdout.flush()\nimport os\nos._exit(0)\n";
+
 /// Run `script` (after the prelude) with `args` as `sys.argv[1:]`; its JSON.
 fn py(script: &str, args: &[&str]) -> Value {
     let out = std::process::Command::new(tether_testkit::python())
         .arg("-c")
-        .arg(format!("{PRELUDE}\n{script}"))
+        .arg(format!("{PRELUDE}\n{script}{EPILOGUE}"))
         .args(args)
         .output()
         .expect("run python");
