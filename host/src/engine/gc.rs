@@ -158,16 +158,9 @@ async fn references(
     let mut pins = BTreeSet::new();
     for c in checkouts {
         for op in &c.unfinished {
-            let actions = op
-                .plan
-                .as_ref()
-                .and_then(|p| p.get("actions"))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
             // Only the pins it set out to create (an unfinished drop's planned
             // unpins are not references).
-            for a in actions {
+            for a in op.planned_actions() {
                 let op = a.get("op").and_then(Value::as_str).unwrap_or_default();
                 if !matches!(op, verb::PIN | verb::REPIN) {
                     continue;
@@ -309,14 +302,9 @@ fn seed_pinned(repo: &Repo, checkouts: &[Checkout]) -> Result<()> {
                     continue;
                 };
                 let kind = op
-                    .plan
-                    .as_ref()
-                    .and_then(|pl| pl.get("actions"))
-                    .and_then(Value::as_array)
-                    .and_then(|acts| {
-                        acts.iter()
-                            .find(|a| a.get("key").and_then(Value::as_str) == Some(key))
-                    })
+                    .planned_actions()
+                    .iter()
+                    .find(|a| a.get("key").and_then(Value::as_str) == Some(key))
                     .and_then(|a| a.get("kind").and_then(Value::as_str))
                     .unwrap_or_default()
                     .to_string();

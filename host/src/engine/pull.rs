@@ -308,17 +308,11 @@ fn put_back_interrupted_pulls(repo: &Repo) -> Result<()> {
             continue;
         };
         let planned = |e: &crate::oplog::OpEntry| {
-            e.plan
-                .as_ref()
-                .and_then(|p| p.get("actions"))
-                .and_then(Value::as_array)
-                .is_some_and(|actions| {
-                    actions.iter().any(|a| {
-                        a.get("key").and_then(Value::as_str) == Some(k.as_str())
-                            && a.get("params").and_then(|p| p.get("state"))
-                                == Some(&Value::Object(state.clone()))
-                    })
-                })
+            e.planned_actions().iter().any(|a| {
+                a.get("key").and_then(Value::as_str) == Some(k.as_str())
+                    && a.get("params").and_then(|p| p.get("state"))
+                        == Some(&Value::Object(state.clone()))
+            })
         };
         if c != &m && interrupted.iter().any(planned) {
             crate::model::manifest::write_manifest(&repo.layout.objects_dir(), &k, c)?;

@@ -389,17 +389,10 @@ fn named_pins(repo: &Repo) -> Result<BTreeSet<String>> {
 /// that no manifest names, as pin-index records.
 fn left_pins(repo: &Repo, entry: &OpEntry, named: &BTreeSet<String>) -> Vec<index::PinnedPin> {
     let actions: Vec<Action> = entry
-        .plan
-        .as_ref()
-        .and_then(|p| p.get("actions"))
-        .and_then(Value::as_array)
-        .map(|actions| {
-            actions
-                .iter()
-                .filter_map(|a| serde_json::from_value::<Action>(a.clone()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
+        .planned_actions()
+        .iter()
+        .filter_map(|a| serde_json::from_value::<Action>(a.clone()).ok())
+        .collect();
     let mut left = Vec::new();
     for detail in &entry.progress {
         if detail.get("created") != Some(&Value::Bool(true)) {
@@ -455,19 +448,12 @@ fn brief_list(items: &[impl AsRef<str>]) -> String {
 /// How far an interrupted operation got, for the plan's notes.
 fn interrupted(entry: &OpEntry) -> String {
     let planned: Vec<String> = entry
-        .plan
-        .as_ref()
-        .and_then(|p| p.get("actions"))
-        .and_then(Value::as_array)
-        .map(|actions| {
-            actions
-                .iter()
-                .filter_map(|a| serde_json::from_value::<Action>(a.clone()).ok())
-                .filter(Action::writes)
-                .map(|a| a.render())
-                .collect()
-        })
-        .unwrap_or_default();
+        .planned_actions()
+        .iter()
+        .filter_map(|a| serde_json::from_value::<Action>(a.clone()).ok())
+        .filter(Action::writes)
+        .map(|a| a.render())
+        .collect();
     let done: Vec<String> = entry.progress.iter().map(effect).collect();
     format!(
         "INCOMPLETE {} {} (started {}): {} of {} planned effect(s) landed{}{}; {} finishes it",

@@ -313,12 +313,7 @@ fn fork_point(
     manifest: &Manifest,
     key: &str,
 ) -> Option<Value> {
-    let actions = target
-        .plan
-        .as_ref()
-        .and_then(|p| p.get("actions"))
-        .and_then(Value::as_array);
-    for a in actions.into_iter().flatten() {
+    for a in target.planned_actions() {
         if a.get("key").and_then(Value::as_str) != Some(key) {
             continue;
         }

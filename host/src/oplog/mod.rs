@@ -179,6 +179,16 @@ pub const STATUS_DONE: &str = "done";
 pub const STATUS_CLOSED: &str = "closed";
 
 impl OpEntry {
+    /// The actions of the plan it applied, as the journal holds them
+    /// (JSON); none for a direct operation or a plan without actions.
+    pub fn planned_actions(&self) -> &[Value] {
+        self.plan
+            .as_ref()
+            .and_then(|p| p.get("actions"))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Started with no completion mark: interrupted (or running right now).
     pub fn is_incomplete(&self) -> bool {
         self.status == STATUS_STARTED
