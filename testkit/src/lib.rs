@@ -270,3 +270,244 @@ impl Drop for S3Server {
         let _ = self.child.wait();
     }
 }
+
+/// The directory of PostgreSQL's server programs (`initdb`, `postgres`,
+/// `pg_isready`): Debian's newest `/usr/lib/postgresql/N/bin`, else `PATH`.
+pub fn postgres_bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((n, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return Some(bin);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .find(|d| d.join("initdb").is_file() && d.join("postgres").is_file())
+    })
+}
+
+/// A real PostgreSQL server for one test: a fresh cluster in a temporary
+/// directory, listening on a free port of 127.0.0.1 (and a socket in its own
+/// directory), with password authentication over TCP for the superuser
+/// [`Postgres::USER`] / [`Postgres::PASSWORD`]. Run as the `postgres` user
+/// when the tests run as root (PostgreSQL refuses root). Stopped and removed
+/// when dropped. `cargo xtask setup` installs Debian's `postgresql` where it
+/// is missing.
+pub struct Postgres {
+    child: std::process::Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Postgres {
+    /// The cluster's superuser.
+    pub const USER: &'static str = "tether";
+    /// Its password: tests assert it never reaches a plugin or an error.
+    pub const PASSWORD: &'static str = "pg-secret-4f2b9c";
+
+    /// Initialise and start a cluster; panics with what to run when
+    /// PostgreSQL is not installed.
+    pub fn start() -> Self {
+        use std::os::unix::process::CommandExt as _;
+        let bin = postgres_bin_dir().expect(
+            "PostgreSQL's server programs are not installed: run `cargo xtask setup` \
+             (it installs Debian's postgresql package)",
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "tether-pg-{}-{}",
+            std::process::id(),
+            NEXT_PG.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the cluster's directory");
+        let pwfile = dir.join("pw");
+        std::fs::write(&pwfile, Self::PASSWORD).expect("write the password file");
+        // PostgreSQL refuses to run as root: as root, hand the directory to
+        // the `postgres` user and run its programs as that user.
+        let ids = run_as_ids();
+        if let Some((uid, gid)) = ids {
+            chown_tree(&dir, uid, gid);
+        }
+        let data = dir.join("data");
+        let with_ids = |cmd: &mut Command| {
+            if let Some((uid, gid)) = ids {
+                cmd.uid(uid).gid(gid);
+            }
+        };
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                Self::USER,
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["-E", "UTF8", "--locale=C", "--no-sync"]);
+        with_ids(&mut initdb);
+        run_ok(&mut initdb);
+        let port = free_port();
+        let mut server = Command::new(bin.join("postgres"));
+        server
+            .arg("-D")
+            .arg(&data)
+            .arg("-p")
+            .arg(port.to_string())
+            .arg("-k")
+            .arg(&dir)
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(File::create(dir.join("server.log")).expect("create server.log"));
+        with_ids(&mut server);
+        let child = server.spawn().expect("start postgres");
+        let pg = Self { child, dir, port };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let ready = Command::new(bin.join("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "PostgreSQL did not start; its log:\n{}",
+                std::fs::read_to_string(pg.dir.join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        pg
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `postgres://tether:PASSWORD@127.0.0.1:PORT/DB`.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://{}:{}@127.0.0.1:{}/{database}",
+            Self::USER,
+            Self::PASSWORD,
+            self.port
+        )
+    }
+
+    /// The same address without the password (for configuration that must
+    /// not hold it; the password then comes from elsewhere).
+    pub fn url_without_password(&self, database: &str) -> String {
+        format!(
+            "postgres://{}@127.0.0.1:{}/{database}",
+            Self::USER,
+            self.port
+        )
+    }
+
+    /// Run SQL with `psql` against `database`; its output (unaligned,
+    /// tuples only). Panics when psql fails.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        run_ok(Command::new("psql").arg(self.url(database)).args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ]))
+    }
+
+    /// Create a database.
+    pub fn create_database(&self, name: &str) {
+        self.psql("postgres", &format!("CREATE DATABASE \"{name}\""));
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT is PostgreSQL's fast shutdown: backends end, shared memory
+        // is released, the port is free again.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+static NEXT_PG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A port of 127.0.0.1 nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// The `postgres` user's (uid, gid) when running as root, else none.
+fn run_as_ids() -> Option<(u32, u32)> {
+    let me = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&me.stdout).trim() != "0" {
+        return None;
+    }
+    let id = |flag: &str| -> Option<u32> {
+        let out = Command::new("id").args([flag, "postgres"]).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    Some((
+        id("-u").expect("running as root needs the `postgres` user (Debian's postgresql package)"),
+        id("-g").expect("the postgres user has a group"),
+    ))
+}
+
+fn chown_tree(dir: &Path, uid: u32, gid: u32) {
+    run_ok(
+        Command::new("chown")
+            .arg("-R")
+            .arg(format!("{uid}:{gid}"))
+            .arg(dir),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_starts_answers_with_password_and_stops() {
+        let pg = Postgres::start();
+        pg.create_database("probe");
+        assert_eq!(pg.psql("probe", "SELECT 40 + 2").trim(), "42");
+        // Over TCP a wrong password is refused: the password is real.
+        let wrong = Command::new("psql")
+            .arg(format!(
+                "postgres://{}:wrong@127.0.0.1:{}/probe",
+                Postgres::USER,
+                pg.port()
+            ))
+            .args(["-X", "-c", "SELECT 1"])
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .unwrap();
+        assert!(!wrong.status.success(), "{}", describe(&wrong));
+        let port = pg.port();
+        drop(pg);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    }
+}

@@ -100,7 +100,44 @@ fn setup() -> Result<()> {
     eprintln!("setup: {}", String::from_utf8_lossy(&git.stdout).trim());
     python::setup(&root())?;
     jj::setup(&root())?;
+    postgres_setup()?;
     Ok(())
+}
+
+/// PostgreSQL's server programs, for the tests that start their own cluster
+/// (`testkit::Postgres`): Debian's `postgresql` package where they are missing.
+fn postgres_setup() -> Result<()> {
+    let installed = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("bin/initdb").is_file());
+    if installed {
+        eprintln!("setup: PostgreSQL server programs found");
+        return Ok(());
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let mut apt = if root {
+        Command::new("apt-get")
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg("apt-get");
+        c
+    };
+    run(apt.env("DEBIAN_FRONTEND", "noninteractive").args([
+        "install",
+        "-y",
+        "-q",
+        "--no-install-recommends",
+        "postgresql",
+    ]))
+    .context(
+        "cannot install PostgreSQL (the SQL tests start their own cluster): \
+         install Debian's `postgresql` package, then run `cargo xtask setup` again",
+    )
 }
 
 /// The test-only plugins' workspace and where they are built.

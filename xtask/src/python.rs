@@ -1,5 +1,5 @@
 //! The pinned Python environment the interop tests drive: the real Python
-//! `icechunk` and `zarr` libraries, which create, read and write the stores
+//! `icechunk` and `zarr` libraries (and the table formats' own libraries), which create, read and write the stores
 //! the plugins work on (DESIGN §7), and `moto`'s S3 server, the local S3 the
 //! `s3://` tests run against (`testkit::S3Server`; moto honours the
 //! conditional puts Icechunk relies on). icechunk 2.x needs Python ≥ 3.12; pyenv
@@ -15,7 +15,21 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Exact versions, so every machine runs the tests against the same libraries.
-const PACKAGES: &[&str] = &["icechunk==2.3.0", "zarr==3.4.2", "moto[server]==5.2.1"];
+const PACKAGES: &[&str] = &[
+    "icechunk==2.3.0",
+    "zarr==3.4.2",
+    "moto[server]==5.2.1",
+    // The table formats' own libraries (DESIGN §7): pylance, deltalake,
+    // pyiceberg's SqlCatalog on SQLite and PostgreSQL, DuckDB with the
+    // DuckLake extension from its package's file, psycopg for PostgreSQL.
+    "pyarrow==26.0.1",
+    "pylance==14.0.2",
+    "deltalake==1.6.6",
+    "pyiceberg[sql-sqlite,sql-postgres,pyarrow]==0.12.0",
+    "duckdb==1.5.5",
+    "duckdb-extension-ducklake==1.5.5",
+    "psycopg[binary]==3.3.9",
+];
 
 /// The interpreter the virtualenv is made from, when it runs (`TETHER_PYTHON`
 /// overrides; pyenv's installs are searched otherwise).
@@ -116,7 +130,10 @@ pub fn setup(root: &Path) -> Result<()> {
     )?;
     crate::run(Command::new(venv_python(&venv)).args([
         "-c",
-        "import icechunk, zarr, moto.server; print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__, 'moto', moto.__version__)",
+        "import icechunk, zarr, moto.server, lance, deltalake, pyiceberg, duckdb, duckdb_extension_ducklake, psycopg; \
+         print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__, 'moto', moto.__version__, \
+         'pylance', lance.__version__, 'deltalake', deltalake.__version__, 'pyiceberg', pyiceberg.__version__, \
+         'duckdb', duckdb.__version__, 'psycopg', psycopg.__version__)",
     ]))?;
     std::fs::write(&stamp, pins).with_context(|| format!("cannot write {}", stamp.display()))?;
     Ok(())
