@@ -111,10 +111,10 @@ pub fn refuse_if_stale(repo: &Repo, ws: &WorkspaceState) -> Result<()> {
         return Ok(());
     }
     Err(TetherError::refused(format!(
-        "working copy is stale: the committed state of {} changed since this workspace forked; \
-         run `tether new` to refork before writing",
+        "working copy is stale: the committed state of {} changed since this workspace forked",
         stale.join(", ")
-    )))
+    ))
+    .hint("`tether new` reforks from the new state; write after that"))
 }
 
 /// The first writable open of an object whose fork `new` deferred: create the
@@ -188,12 +188,14 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
         };
         forked.map_err(|e| match e {
             BackendError::RefMoved(detail) => TetherError::refused(format!(
-                "{key}: branch {name} moved since `tether new` reviewed it ({detail}); \
-                     run `tether new` again to decide with the head in view"
-            )),
+                "{key}: branch {name} moved since `tether new` reviewed it ({detail})"
+            ))
+            .hint("run `tether new` again to decide with the head in view"),
             BackendError::NotFound(detail) => TetherError::refused(format!(
-                "{key}: pin missing: cannot fork {name} ({detail}); `tether repair {key}` \
-                     recreates the pin while the store still has the state"
+                "{key}: pin missing: cannot fork {name} ({detail})"
+            ))
+            .hint(format!(
+                "`tether repair {key}` recreates the pin while the store still has the state"
             )),
             other => TetherError::backend(key, other),
         })?;

@@ -346,11 +346,13 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
     if let Some((commit, paths)) = repo.vcs.unresolved_conflicts(&prefix)?.first() {
         return Err(TetherError::refused(format!(
             "refusing to {command}: commit {} has a conflict in the dataset's files ({}) that no \
-             later commit resolved, so what the dataset references is not settled; resolve it \
-             first (`jj resolve`, or edit the files and `tether commit`), then run `tether \
-             {command}` again",
+             later commit resolved, so what the dataset references is not settled",
             commit.short12(),
             paths.join(", ")
+        ))
+        .hint(format!(
+            "resolve it first (`jj resolve`, or edit the files and `tether commit`), then run \
+             `tether {command}` again"
         )));
     }
     let conflicted = repo.vcs.conflicted_bookmarks()?;
@@ -363,9 +365,11 @@ pub(crate) fn refuse_conflicted_bookmarks(repo: &Repo, command: &str) -> Result<
     };
     Err(TetherError::refused(format!(
         "refusing to {command}: {noun} {} {is} conflicted in the VCS (moved concurrently), so \
-         which commits stay reachable is not settled; resolve it first (`jj bookmark set {first} \
-         -r REV`), then run `tether {command}` again",
+         which commits stay reachable is not settled",
         conflicted.join(", ")
+    ))
+    .hint(format!(
+        "resolve it first (`jj bookmark set {first} -r REV`), then run `tether {command}` again"
     )))
 }
 

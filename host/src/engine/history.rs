@@ -173,11 +173,14 @@ pub(crate) fn manifests_at<'a>(
     if !conflicted.is_empty() {
         return Err(TetherError::refused(format!(
             "commit {} has a conflict in the dataset's files ({}): its sides record different \
-             states, so which one the commit names is not settled; resolve it (`jj resolve`, or \
-             edit the files and `tether commit`) and name the commit that resolves it",
+             states, so which one the commit names is not settled",
             commit.short12(),
             conflicted.join(", ")
-        )));
+        ))
+        .hint(
+            "resolve it (`jj resolve`, or edit the files and `tether commit`) and name the \
+             commit that resolves it",
+        ));
     }
     parse_manifests(&prefix, &read.files)
 }

@@ -69,8 +69,11 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
     {
         return Err(TetherError::refused(format!(
             "kind {actual} is already pinned to plugin {old}, and {} is a different build, {digest}: \
-             nothing changed; to pin the new build run `tether plugin add {} --replace`",
+             nothing changed",
             path.display(),
+        ))
+        .hint(format!(
+            "to pin the new build run `tether plugin add {} --replace`",
             path.display()
         )));
     }

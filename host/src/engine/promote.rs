@@ -117,9 +117,9 @@ pub async fn plan(repo: &Repo, opts: &PromoteOptions) -> Result<Plan> {
     if bookmark == trunk && opts.rev.is_none() {
         return Err(TetherError::refused(format!(
             "this working copy is on the trunk bookmark {trunk}: its working refs are the upstream \
-             branches already, so there is nothing to promote; `tether promote -r REV` lands what \
-             a dataset commit pinned"
-        )));
+             branches already, so there is nothing to promote"
+        ))
+        .hint("`tether promote -r REV` lands what a dataset commit pinned"));
     }
     let source_commit = match &opts.rev {
         Some(rev) => repo.vcs.resolve(rev)?,

@@ -82,8 +82,10 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
     {
         return Err(TetherError::refused(format!(
             "this working copy is on bookmark {bookmark:?}, not {named:?}: pull fetches the heads of \
-             the bookmark you work on and commits onto it. `tether new {named}` first to pull {named:?}, \
-             or `tether pull` for {bookmark:?}"
+             the bookmark you work on and commits onto it"
+        ))
+        .hint(format!(
+            "`tether new {named}` first to pull {named:?}, or `tether pull` for {bookmark:?}"
         )));
     }
     // One shot, no plan: the locks cover reading as well as writing.
@@ -354,16 +356,17 @@ fn refuse_uncommitted_edits(
         return Ok(());
     }
     edited.sort();
-    Err(TetherError::refused(format!(
-        "uncommitted manifest edits: {}. pull commits only what it fetches, so commit these first \
-         (`tether commit -m MESSAGE`), or restore them (`git checkout -- .tether/objects`){}",
+    let err = TetherError::refused(format!(
+        "uncommitted manifest edits: {}; pull commits only what it fetches",
         edited.join(", "),
-        if scoped {
-            ""
-        } else {
-            ", or pull other objects with --key"
-        }
-    )))
+    ))
+    .hint("commit these first (`tether commit -m MESSAGE`)")
+    .hint("or restore them (`git checkout -- .tether/objects`)");
+    Err(if scoped {
+        err
+    } else {
+        err.hint("or pull other objects with --key")
+    })
 }
 
 /// What changed between two states, for a `pulled KEY a -> b` line: the

@@ -227,12 +227,12 @@ async fn undo_commit(repo: &Repo, target: &OpEntry, report: &mut UndoReport) -> 
             .unwrap_or_else(|| "no commit".into());
         return Err(TetherError::refused(format!(
             "cannot undo {} ({}): commit {} is no longer the working copy's parent (HEAD is {now}); \
-             undo takes back only the commit the working copy stands on. Undo the newer \
-             operations first (`tether ops` lists them), or move the VCS yourself",
+             undo takes back only the commit the working copy stands on",
             target.id,
             target.command,
             commit.short12()
-        )));
+        ))
+        .hint("undo the newer operations first (`tether ops` lists them), or move the VCS yourself"));
     }
     let parent = repo.vcs.resolve(&format!("{commit}^")).map_err(|_| {
         TetherError::refused(format!(
@@ -479,11 +479,11 @@ fn plan_vcs(repo: &Repo, target: &OpEntry) -> Result<VcsBack> {
         if same_place {
             return Err(TetherError::refused(format!(
                 "cannot undo {} (new): this checkout still works on {} and its working copy moved \
-                 on since ({where_now}); undoing the new would leave those commits behind. Undo \
-                 the newer operations first (`tether ops` lists them)",
+                 on since ({where_now}); undoing the new would leave those commits behind",
                 target.id,
                 bookmark.or(parked).unwrap_or("its bookmark"),
-            )));
+            ))
+            .hint("undo the newer operations first (`tether ops` lists them)"));
         }
         return Ok(VcsBack::Moved(where_now));
     }
@@ -600,12 +600,12 @@ async fn undo_forks(
     }
     if !blocked.is_empty() {
         return Err(TetherError::refused(format!(
-            "cannot undo {} ({}): {}; deleting would lose them. Commit them first, or pass \
-             --discard to delete the branches with their writes. Nothing was changed",
+            "cannot undo {} ({}): {}; deleting would lose them. Nothing was changed",
             target.id,
             target.command,
             blocked.join("; ")
-        )));
+        ))
+        .hint("commit them first, or pass --discard to delete the branches with their writes"));
     }
     let vcs_back = plan_vcs(repo, target)?;
 
