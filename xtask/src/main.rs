@@ -80,7 +80,19 @@ fn describe(cmd: &Command) -> String {
 }
 
 /// Install the wasm target (through rustup) if it is missing.
+/// Everything the tests need: the build's wasm target, git, the Python
+/// environment, jj and PostgreSQL.
 fn setup() -> Result<()> {
+    setup_build()?;
+    python::setup(&root())?;
+    jj::setup(&root())?;
+    postgres_setup()?;
+    Ok(())
+}
+
+/// What building tether needs beyond the toolchain: the wasm target its
+/// plugins compile to, and git (the demo's VCS). The demo needs nothing more.
+fn setup_build() -> Result<()> {
     let out = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -98,9 +110,6 @@ fn setup() -> Result<()> {
         .output()
         .context("git is needed by the tests")?;
     eprintln!("setup: {}", String::from_utf8_lossy(&git.stdout).trim());
-    python::setup(&root())?;
-    jj::setup(&root())?;
-    postgres_setup()?;
     Ok(())
 }
 
@@ -150,7 +159,7 @@ fn test_plugins() -> (PathBuf, PathBuf) {
 }
 
 fn build_plugins() -> Result<()> {
-    setup()?;
+    setup_build()?;
     let root = root();
     run(cargo()
         .current_dir(root.join("plugins"))
@@ -167,7 +176,8 @@ fn build_plugins() -> Result<()> {
 /// reference plugin, then the tether loop on local stores (a memory-plugin
 /// store in a directory and a directory of files) in a fresh git repository.
 fn demo() -> Result<()> {
-    setup()?;
+    // Neither Python nor jj: those are the tests' environment, not the demo's.
+    setup_build()?;
     let root = root();
     run(cargo()
         .current_dir(&root)
