@@ -387,5 +387,75 @@ fn trust_edits_only_its_table_and_refuses_bad_digests() {
     ok_in(&d, &root, &["plugin", "untrust", &dig]);
     assert!(trusted(&root).is_empty());
     let err = fails_in(&d, &root, &["plugin", "trust", "sha256:xyz"]);
-    assert!(err.contains("not a plugin digest"), "{err}");
+    assert!(err.contains("neither a plugin digest nor a kind"), "{err}");
+}
+
+/// `tether commit` takes the component a pin names along with the pin, and
+/// drops it from the repository with the pin: a clone of the commit loads
+/// the pinned build without anyone running `git add .tether`.
+#[test]
+fn commit_carries_the_pinned_component_and_drops_a_removed_one() {
+    let acme = tether_testkit::test_plugin("acme");
+    let da = digest(&acme);
+    let d = Dataset::init();
+    let root = d.root();
+    let name = da.replace(':', "-");
+    ok_in(
+        &d,
+        &root,
+        &["plugin", "add", acme.to_str().unwrap(), "--kind", "acme"],
+    );
+    ok_in(&d, &root, &["commit", "-m", "pin acme"]);
+    let tracked = d.git(&["ls-files", ".tether/plugins"]);
+    assert!(tracked.contains(&name), "{tracked}");
+    let shown = d.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert!(
+        shown.contains("tether.toml") && shown.contains(&name),
+        "{shown}"
+    );
+
+    ok_in(&d, &root, &["plugin", "remove", "acme"]);
+    ok_in(&d, &root, &["commit", "-m", "unpin acme"]);
+    let tracked = d.git(&["ls-files", ".tether/plugins"]);
+    assert!(!tracked.contains(&name), "{tracked}");
+    assert_eq!(d.git(&["status", "--porcelain"]), "");
+}
+
+/// `plugin trust` and `untrust` take what `plugin list` shows: a kind, or a
+/// unique prefix of a digest (with or without `sha256:`), and print the digest.
+#[test]
+fn trust_takes_a_kind_or_a_unique_digest_prefix() {
+    let acme = tether_testkit::test_plugin("acme");
+    let da = digest(&acme);
+    let d = Dataset::init();
+    let root = d.root();
+    ok_in(
+        &d,
+        &root,
+        &["plugin", "add", acme.to_str().unwrap(), "--kind", "acme"],
+    );
+    assert_eq!(trusted(&root), vec![da.clone()]);
+
+    let out = ok_in(&d, &root, &["plugin", "untrust", "acme"]);
+    assert_eq!(out, format!("untrusted {da}\n"));
+    assert!(trusted(&root).is_empty());
+    let hex = da.trim_start_matches("sha256:");
+    let out = ok_in(&d, &root, &["plugin", "trust", &hex[..8]]);
+    assert_eq!(out, format!("trusted {da}\n"));
+    let out = ok_in(
+        &d,
+        &root,
+        &["plugin", "untrust", &format!("sha256:{}", &hex[..10])],
+    );
+    assert_eq!(out, format!("untrusted {da}\n"));
+
+    let before = d.written();
+    for bad in ["nokind", "0000000000", "sha256:"] {
+        let err = fails_in(&d, &root, &["plugin", "trust", bad]);
+        assert!(
+            err.contains("neither a plugin digest nor a kind"),
+            "{bad}: {err}"
+        );
+    }
+    assert_eq!(d.written(), before, "a refused trust writes nothing");
 }

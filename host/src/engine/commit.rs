@@ -513,9 +513,9 @@ pub(crate) async fn land(
     // Pins first, concurrently; remember which ones this commit created.
     let mut calls = Vec::new();
     for a in writes.iter().filter(|a| a.verb == verb::PIN) {
-        let m = originals
-            .get(&a.key)
-            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
+        let m = originals.get(&a.key).ok_or_else(|| {
+            TetherError::no_such_object(&a.key, originals.keys().map(String::as_str))
+        })?;
         let client = repo.client_for_object(&a.key, m).await?;
         let state = a.params["state"].clone();
         let pin_id = a.params["pin_id"].as_str().unwrap_or_default().to_string();
@@ -592,10 +592,7 @@ async fn write_and_commit(
         let state = a.params["state"].as_object().cloned().unwrap_or_default();
         let descriptor = plugins
             .get(&m.kind)
-            .ok_or_else(|| TetherError::UnknownKind {
-                kind: m.kind.clone(),
-                known: String::new(),
-            })?
+            .ok_or_else(|| TetherError::unknown_kind(&m.kind, plugins.keys().map(String::as_str)))?
             .descriptor();
         m.state = Some(state.clone());
         m.captured_at = Some(captured_at.clone());
@@ -707,15 +704,26 @@ fn other_dataset_edits(repo: &Repo) -> Result<Vec<String>> {
         repo.vcs_path(&repo.layout.gitignore_file()),
     ];
     if let Some(head) = repo.vcs.head()? {
-        let prefix = repo.vcs_path(&repo.layout.objects_dir());
-        for path in repo.vcs.list_files(&head, &prefix)? {
-            if !repo.vcs.root().join(&path).exists() {
-                out.push(path);
+        // Files the dataset tracked and no longer has: manifests of removed
+        // objects, components no pin names any more.
+        for dir in [repo.layout.objects_dir(), repo.layout.plugins_dir()] {
+            let prefix = repo.vcs_path(&dir);
+            for path in repo.vcs.list_files(&head, &prefix)? {
+                if !repo.vcs.root().join(&path).exists() {
+                    out.push(path);
+                }
             }
         }
     }
     for m in repo.manifests()?.keys() {
         out.push(repo.vcs_path(&repo.layout.manifest_file(m)));
+    }
+    // The components `[plugins.<kind>]` pins, stored beside the manifests
+    // (`plugin add`, `plugin pin --vendor`): a clone loads the pinned build
+    // from them, so they are committed with the pin.
+    for pin in repo.config.plugins.values() {
+        let file = crate::plugin::registry::stored_file_name(&pin.digest);
+        out.push(repo.vcs_path(&repo.layout.plugins_dir().join(file)));
     }
     Ok(out
         .into_iter()
