@@ -40,14 +40,14 @@ enum Command {
     },
     /// Let this checkout run the plugin with this digest (recorded in .tether/secrets.toml).
     Trust {
-        /// `sha256:<64 hex>`.
+        /// `sha256:<64 hex>`, a unique prefix of a pinned or trusted digest, or a pinned kind.
         digest: String,
         #[command(flatten)]
         out: Json,
     },
     /// Stop trusting a plugin digest in this checkout.
     Untrust {
-        /// `sha256:<64 hex>`.
+        /// `sha256:<64 hex>`, a unique prefix of a pinned or trusted digest, or a pinned kind.
         digest: String,
         #[command(flatten)]
         out: Json,
@@ -116,7 +116,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
             outln!("pinned in tether.toml and trusted in this checkout; commit both files");
         }
         Command::Trust { digest, out } => {
-            let changed = plugin_cmd::trust(&repo, &digest, true)?;
+            let (digest, changed) = plugin_cmd::trust(&repo, &digest, true)?;
             if out.json {
                 print_json(&json!({"digest": digest, "trusted": true, "changed": changed}))?;
                 return Ok(Exit::Ok);
@@ -131,7 +131,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
             );
         }
         Command::Untrust { digest, out } => {
-            let changed = plugin_cmd::trust(&repo, &digest, false)?;
+            let (digest, changed) = plugin_cmd::trust(&repo, &digest, false)?;
             if out.json {
                 print_json(&json!({"digest": digest, "trusted": false, "changed": changed}))?;
                 return Ok(Exit::Ok);

@@ -106,17 +106,69 @@ pub async fn add(repo: &Repo, path: &Path, kind: Option<&str>, replace: bool) ->
 
 /// Trust (`true`) or stop trusting (`false`) `digests` in this checkout.
 /// Returns whether the list changed.
-pub fn trust(repo: &Repo, digest: &str, trusted: bool) -> Result<bool> {
-    if !is_plugin_digest(digest) {
-        return Err(
-            TetherError::refused(format!("{digest:?} is not a plugin digest")).hint(
-                "give it as `sha256:` and 64 lowercase hex digits, \
-             as `tether plugin list` prints it",
-            ),
-        );
-    }
+/// Trust (or stop trusting) a plugin in this checkout. `which` is a digest,
+/// a unique prefix of one the dataset pins or this checkout trusts (with or
+/// without `sha256:`), or a kind the dataset pins. Returns the full digest
+/// and whether anything changed.
+pub fn trust(repo: &Repo, which: &str, trusted: bool) -> Result<(String, bool)> {
     let _locks = repo.lock()?;
-    trust_digests(repo, [digest.to_string()], trusted)
+    let digest = resolve_digest(repo, which)?;
+    let changed = trust_digests(repo, [digest.clone()], trusted)?;
+    Ok((digest, changed))
+}
+
+/// The digest `which` names: itself when it is one, else the digest of the
+/// pinned kind it names, else the one known digest it is a prefix of.
+fn resolve_digest(repo: &Repo, which: &str) -> Result<String> {
+    if is_plugin_digest(which) {
+        return Ok(which.to_string());
+    }
+    let config = Config::read(&repo.layout.config_file())?;
+    if let Some(pin) = config.plugins.get(which) {
+        return Ok(pin.digest.clone());
+    }
+    let hex = which.strip_prefix("sha256:").unwrap_or(which);
+    let usage = || {
+        TetherError::refused(format!(
+            "{} is neither a plugin digest nor a kind this dataset pins",
+            crate::model::display::quote(which)
+        ))
+        .hint(
+            "give a digest (`sha256:` and 64 hex digits, or a unique prefix of one) or a \
+             pinned kind, as `tether plugin list` prints them",
+        )
+    };
+    if hex.is_empty()
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(usage());
+    }
+    let secrets = Secrets::read(&repo.layout.secrets_file())?;
+    let known: BTreeSet<&str> = config
+        .plugins
+        .values()
+        .map(|p| p.digest.as_str())
+        .chain(secrets.trusted_plugins.iter().map(String::as_str))
+        .collect();
+    let matching: Vec<&str> = known
+        .into_iter()
+        .filter(|d| {
+            d.strip_prefix("sha256:")
+                .is_some_and(|h| h.starts_with(hex))
+        })
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).to_string()),
+        [] => Err(usage()),
+        many => Err(TetherError::refused(format!(
+            "{which:?} is a prefix of {} digests: {}",
+            many.len(),
+            many.join(", ")
+        ))
+        .hint("give more of the digest")),
+    }
 }
 
 fn trust_digests(
