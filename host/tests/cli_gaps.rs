@@ -202,3 +202,48 @@ fn storage_options_conditional_put_is_honoured_or_refused() {
     d.ok(&["commit", "-m", "bucket"]);
     assert!(d.ok(&["status", "--snapshot"]).contains("clean bucket"));
 }
+
+/// `[verify] on_status = true` adds each committed object's cheap verify to
+/// `status` as `verify=`: `ok` while its pin holds, `missing` once the pin is
+/// gone; an object never committed gets no mark.
+#[test]
+fn verify_on_status_marks_each_committed_object() {
+    let d = Dataset::init();
+    let db = d.memory_store("db");
+    db.write(json!({"rows": "1"}), "rows");
+    d.add_memory("db", &db);
+    d.ok(&["commit", "-m", "db"]);
+    let config = d.root().join("tether.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("on_status = false"), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("on_status = false", "on_status = true"),
+    )
+    .unwrap();
+    let other = d.memory_store("other");
+    other.write(json!({"rows": "2"}), "rows");
+    d.add_memory("other", &other);
+
+    let out = d.ok(&["status"]);
+    let line = out.lines().find(|l| l.contains(" db")).unwrap_or_default();
+    assert!(line.contains("verify=ok"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(" other"))
+        .unwrap_or_default();
+    assert!(!line.contains("verify="), "{out}");
+    let report = d.json(&["status"], 0);
+    let objects = report["objects"].as_array().unwrap();
+    assert_eq!(
+        objects.iter().find(|o| o["key"] == "db").unwrap()["verify"],
+        json!("ok")
+    );
+
+    for tag in db.tags() {
+        db.delete_tag(&tag);
+    }
+    let out = d.ok(&["status"]);
+    let line = out.lines().find(|l| l.contains(" db")).unwrap_or_default();
+    assert!(line.contains("verify=missing"), "{out}");
+}

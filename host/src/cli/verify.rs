@@ -47,15 +47,6 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     })
 }
 
-fn status_word(s: VerifyStatus) -> &'static str {
-    match s {
-        VerifyStatus::Ok => "ok",
-        VerifyStatus::Drifted => "drifted",
-        VerifyStatus::Missing => "missing",
-        VerifyStatus::Unknown => "unknown",
-    }
-}
-
 fn print_human(r: &VerifyResult) {
     if r.reports.is_empty() {
         outln!("nothing to verify: no committed pin or recoverable state selected");
@@ -64,7 +55,7 @@ fn print_human(r: &VerifyResult) {
     // One write for the report: `--all-history` has a line per pin and commit.
     let mut out = String::new();
     for (label, report) in &r.reports {
-        let word = status_word(report.status);
+        let word = VerifyStatus::as_str(report.status);
         // A pin living under a later generation is worth saying even when ok.
         let generation = report.message.contains("pinned as");
         if report.status == VerifyStatus::Ok && !generation {

@@ -161,6 +161,9 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
             snapshot::cached(&ws, key),
         ));
     }
+    if repo.config.verify_on_status {
+        verify_marks(repo, &keys, &mut objects).await?;
+    }
     let bookmark = ws.bookmark.clone();
     let stale_keys = super::fork::stale_keys(&ws, &manifests);
     let (mut bookmark_drift, vcs_drift) = drift(repo, &ws)?;
@@ -194,6 +197,29 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
         objects,
         retention: super::new::retention_warnings(&manifests, &ws),
     })
+}
+
+/// `[verify] on_status = true`: each listed object's `verify=` mark, from the
+/// cheap verify (`verify` without `--deep`) of the working tree's manifests.
+/// Objects verify leaves out (never committed, recorded unrecoverably) get
+/// no mark.
+async fn verify_marks(repo: &Repo, keys: &[String], objects: &mut [ObjectStatus]) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let subjects = super::checks::subjects(repo, keys, None, false)?;
+    let mut marks: BTreeMap<String, crate::plugin::VerifyStatus> = BTreeMap::new();
+    for (subject, report) in super::checks::check(repo, subjects, false).await? {
+        for label in subject.labels {
+            marks.insert(label, report.status);
+        }
+    }
+    for o in objects {
+        if let Some(status) = marks.get(&o.key) {
+            o.verify = Some(status.as_str().to_string());
+        }
+    }
+    Ok(())
 }
 
 /// The tier of an object's capabilities, lowercased as `status` prints it.

@@ -69,6 +69,18 @@ pub enum VerifyStatus {
     Unknown,
 }
 
+impl VerifyStatus {
+    /// The word `verify` and `status` print (as in the JSON).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyStatus::Ok => "ok",
+            VerifyStatus::Drifted => "drifted",
+            VerifyStatus::Missing => "missing",
+            VerifyStatus::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyReport {
     pub status: VerifyStatus,
