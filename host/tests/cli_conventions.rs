@@ -463,3 +463,42 @@ fn every_command_has_an_example_that_parses() {
         }
     }
 }
+
+/// A mistyped key, kind or bookmark is answered with the closest name there
+/// is; a name close to nothing gets no guess.
+#[test]
+fn a_mistyped_key_kind_or_bookmark_gets_a_did_you_mean() {
+    let d = Dataset::init();
+    let store = d.memory_store("labels");
+    store.write(json!({"rows": "1"}), "rows");
+    d.add_memory("tables/labels", &store);
+    d.ok(&["commit", "-m", "labels"]);
+
+    let out = d.fails(&["remove", "tables/lables"], 1);
+    assert!(
+        stderr(&out).contains(
+            "no object \"tables/lables\" in this dataset (did you mean \"tables/labels\"?)"
+        ),
+        "{}",
+        describe(&out)
+    );
+    let out = d.fails(&["remove", "zzz"], 1);
+    assert!(!stderr(&out).contains("did you mean"), "{}", describe(&out));
+
+    let system = format!("system={}", store.root.display());
+    let out = d.fails(&["add", "other", "--kind", "memroy", "--set", &system], 1);
+    assert!(
+        stderr(&out).contains("unknown kind \"memroy\" (did you mean \"memory\"?)"),
+        "{}",
+        describe(&out)
+    );
+
+    d.ok(&["new", "-b", "relabel"]);
+    d.ok(&["new", "main"]);
+    let out = d.fails(&["new", "relable"], 1);
+    assert!(
+        stderr(&out).contains("(did you mean \"relabel\"?)"),
+        "{}",
+        describe(&out)
+    );
+}

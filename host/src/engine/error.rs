@@ -32,17 +32,26 @@ pub enum TetherError {
     MultiObject(#[from] MultiObjectError),
     /// No installed plugin serves this kind.
     #[error(
-        "unknown kind {kind:?}: the kinds this tether has are {known}; `tether backends` lists them"
+        "unknown kind {kind:?}{suggestion}: the kinds this tether has are {known}; `tether backends` lists them"
     )]
-    UnknownKind { kind: String, known: String },
+    UnknownKind {
+        kind: String,
+        known: String,
+        /// ` (did you mean "x"?)` or empty ([`crate::model::suggest`]).
+        suggestion: String,
+    },
     /// A key that is already registered.
     #[error(
         "key {key:?} is already taken: give this object a key of its own, or `tether remove {key}` first"
     )]
     KeyTaken { key: String },
     /// A key that is not registered.
-    #[error("no object {key:?} in this dataset: `tether status` lists the keys")]
-    NoSuchObject { key: String },
+    #[error("no object {key:?} in this dataset{suggestion}: `tether status` lists the keys")]
+    NoSuchObject {
+        key: String,
+        /// ` (did you mean "x"?)` or empty ([`crate::model::suggest`]).
+        suggestion: String,
+    },
     /// A refusal (the spec's `TetherError`): why, and apart from it what to
     /// do about it. Shown as `REASON: HINT; HINT`, and in `--json` as
     /// `message` and `hints`. Made with [`TetherError::refused`] and
@@ -77,6 +86,24 @@ pub enum TetherError {
 }
 
 impl TetherError {
+    /// No object `key`, suggesting the closest of the dataset's `keys`.
+    pub fn no_such_object<'a>(key: &str, keys: impl IntoIterator<Item = &'a str>) -> TetherError {
+        TetherError::NoSuchObject {
+            key: key.to_string(),
+            suggestion: crate::model::suggest::did_you_mean(key, keys),
+        }
+    }
+
+    /// No plugin serves `kind`; `known` are the kinds that are served.
+    pub fn unknown_kind<'a>(kind: &str, known: impl IntoIterator<Item = &'a str>) -> TetherError {
+        let known: Vec<&str> = known.into_iter().collect();
+        TetherError::UnknownKind {
+            kind: kind.to_string(),
+            suggestion: crate::model::suggest::did_you_mean(kind, known.iter().copied()),
+            known: known.join(", "),
+        }
+    }
+
     /// The spec's error class.
     pub fn class(&self) -> &'static str {
         match self {
@@ -173,7 +200,7 @@ mod tests {
         let bare = TetherError::refused("it cannot be dropped");
         assert_eq!(bare.to_string(), "it cannot be dropped");
         assert!(bare.hints().is_empty());
-        let other = TetherError::NoSuchObject { key: "k".into() }.hint("ignored");
+        let other = TetherError::no_such_object("k", []).hint("ignored");
         assert!(other.hints().is_empty());
         assert_eq!(other.reason(), other.to_string());
     }

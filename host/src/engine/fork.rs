@@ -136,7 +136,7 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     let manifests = repo.manifests()?;
     let m = manifests
         .get(key)
-        .ok_or_else(|| TetherError::NoSuchObject { key: key.into() })?;
+        .ok_or_else(|| TetherError::no_such_object(key, manifests.keys().map(String::as_str)))?;
     // A sibling in the same branch scope may already have made the branch.
     let sibling_made_it = ws.working_refs.values().any(|r| r == &name) && {
         let client = repo.client(m).await?;
@@ -302,9 +302,9 @@ pub async fn apply_forks(
         .collect();
     let mut calls = Vec::new();
     for a in &forks {
-        let m = manifests
-            .get(&a.key)
-            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
+        let m = manifests.get(&a.key).ok_or_else(|| {
+            TetherError::no_such_object(&a.key, manifests.keys().map(String::as_str))
+        })?;
         let client = repo.client(m).await?;
         let source = source_from_param(a.params.get("source"))?;
         let expected = expected_from_param(a.params.get("expected"));

@@ -754,12 +754,9 @@ async fn store_candidates(
         }
     }
     for (kind, uri) in &opts.stores {
-        let d = descriptors
-            .get(kind)
-            .ok_or_else(|| TetherError::UnknownKind {
-                kind: kind.clone(),
-                known: descriptors.keys().cloned().collect::<Vec<_>>().join(", "),
-            })?;
+        let d = descriptors.get(kind).ok_or_else(|| {
+            TetherError::unknown_kind(kind, descriptors.keys().map(String::as_str))
+        })?;
         let field = d
             .storage_keys
             .first()

@@ -616,9 +616,9 @@ async fn calls_for(
 ) -> Result<Vec<MoveCall>> {
     let mut calls: Vec<MoveCall> = Vec::new();
     for a in moves.iter().filter(|a| a.verb == which) {
-        let m = manifests
-            .get(&a.key)
-            .ok_or_else(|| TetherError::NoSuchObject { key: a.key.clone() })?;
+        let m = manifests.get(&a.key).ok_or_else(|| {
+            TetherError::no_such_object(&a.key, manifests.keys().map(String::as_str))
+        })?;
         let client = repo.client(m).await?;
         let source = source_from_param(a.params.get("source"))?;
         let expected = Expected::At(a.params.get("base").cloned().unwrap_or(Value::Null));

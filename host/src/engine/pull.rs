@@ -115,10 +115,7 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
         let m = &manifests[k];
         let descriptor = plugins
             .get(&m.kind)
-            .ok_or_else(|| TetherError::UnknownKind {
-                kind: m.kind.clone(),
-                known: plugins.keys().cloned().collect::<Vec<_>>().join(", "),
-            })?
+            .ok_or_else(|| TetherError::unknown_kind(&m.kind, plugins.keys().map(String::as_str)))?
             .descriptor();
         let forkable = Repo::capabilities(descriptor, m)
             .iter()

@@ -13,9 +13,10 @@ pub fn remove(repo: &Repo, key: &str) -> Result<()> {
     let _locks = repo.lock()?;
     let manifests = repo.manifests()?;
     let Some(m) = manifests.get(key) else {
-        return Err(TetherError::NoSuchObject {
-            key: key.to_string(),
-        });
+        return Err(TetherError::no_such_object(
+            key,
+            manifests.keys().map(String::as_str),
+        ));
     };
     let mut before = Map::new();
     before.insert(key.to_string(), m.to_json());

@@ -195,9 +195,7 @@ impl Repo {
         manifests
             .get(key)
             .cloned()
-            .ok_or_else(|| TetherError::NoSuchObject {
-                key: key.to_string(),
-            })
+            .ok_or_else(|| TetherError::no_such_object(key, manifests.keys().map(String::as_str)))
     }
 
     pub fn workspace(&self) -> Result<WorkspaceState> {
@@ -427,19 +425,9 @@ impl Repo {
         if let Some(e) = loaded.refused.get(kind) {
             return Err(TetherError::refused(e.to_string()));
         }
-        loaded
-            .plugins
-            .get(kind)
-            .cloned()
-            .ok_or_else(|| TetherError::UnknownKind {
-                kind: kind.to_string(),
-                known: loaded
-                    .plugins
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        loaded.plugins.get(kind).cloned().ok_or_else(|| {
+            TetherError::unknown_kind(kind, loaded.plugins.keys().map(String::as_str))
+        })
     }
 
     /// The backend options a plugin is configured with for `kind`: the

@@ -118,12 +118,9 @@ pub async fn plan(repo: &Repo, opts: &RestoreOptions) -> Result<Plan> {
     let mut calls = Vec::new();
     for k in &keys {
         let m = &manifests[k];
-        let d = descriptors
-            .get(&m.kind)
-            .ok_or_else(|| TetherError::UnknownKind {
-                kind: m.kind.clone(),
-                known: descriptors.keys().cloned().collect::<Vec<_>>().join(", "),
-            })?;
+        let d = descriptors.get(&m.kind).ok_or_else(|| {
+            TetherError::unknown_kind(&m.kind, descriptors.keys().map(String::as_str))
+        })?;
         if !Repo::capabilities(d, m).iter().any(|c| c == "FORK") {
             return Err(TetherError::refused(format!(
                 "{k} cannot fork (the {} backend has no branches): there is no working branch to \

@@ -31,6 +31,7 @@ pub mod policy;
 #[cfg(test)]
 mod proptests;
 pub mod secrets;
+pub mod suggest;
 pub mod time;
 pub mod toml_json;
 pub mod workspace;

@@ -594,30 +594,36 @@ impl Vcs for GitVcs {
     }
 
     fn resolve(&self, rev: &str) -> Result<CommitId> {
-        let unknown = |detail: String| VcsError::UnknownRevision {
-            rev: rev.to_owned(),
-            detail,
-        };
-        // A leading `-` would be an option to git; tether passes REV through as git does.
-        if rev.trim().is_empty() || rev.starts_with('-') {
-            return Err(unknown("not a revision".into()));
-        }
-        let repo = self.lock();
-        let object = repo.revparse_single(rev).map_err(|e| match e.code() {
-            ErrorCode::UnbornBranch => VcsError::NoCommitYet,
-            ErrorCode::Ambiguous => {
-                unknown(format!("ambiguous: {}; give more digits", e.message()))
+        // The lookup holds the repository while it runs; the suggestion
+        // lists the branches, so it comes after.
+        let found = (|| -> Result<CommitId> {
+            let unknown = |detail: String| VcsError::UnknownRevision {
+                rev: rev.to_owned(),
+                detail,
+                suggestion: String::new(),
+            };
+            // A leading `-` would be an option to git; tether passes REV through as git does.
+            if rev.trim().is_empty() || rev.starts_with('-') {
+                return Err(unknown("not a revision".into()));
             }
-            _ => unknown(e.message().to_owned()),
-        })?;
-        let kind = object.kind();
-        let commit = object.peel_to_commit().map_err(|_| {
-            unknown(format!(
-                "it names a {}, not a commit",
-                kind.map_or("object".into(), |k| k.to_string())
-            ))
-        })?;
-        Ok(CommitId::new(commit.id().to_string()))
+            let repo = self.lock();
+            let object = repo.revparse_single(rev).map_err(|e| match e.code() {
+                ErrorCode::UnbornBranch => VcsError::NoCommitYet,
+                ErrorCode::Ambiguous => {
+                    unknown(format!("ambiguous: {}; give more digits", e.message()))
+                }
+                _ => unknown(e.message().to_owned()),
+            })?;
+            let kind = object.kind();
+            let commit = object.peel_to_commit().map_err(|_| {
+                unknown(format!(
+                    "it names a {}, not a commit",
+                    kind.map_or("object".into(), |k| k.to_string())
+                ))
+            })?;
+            Ok(CommitId::new(commit.id().to_string()))
+        })();
+        found.map_err(|e| self.suggest_revision(e))
     }
 
     fn branches(&self) -> Result<Vec<BranchInfo>> {
@@ -834,6 +840,9 @@ impl Vcs for GitVcs {
     }
 
     fn switch_branch(&self, name: &str) -> Result<()> {
+        if self.branch_head(name)?.is_none() {
+            return Err(self.unknown_branch(name));
+        }
         let repo = self.lock();
         let refname = format!("refs/heads/{name}");
         let reference = match repo.find_reference(&refname) {
@@ -841,6 +850,7 @@ impl Vcs for GitVcs {
             Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidSpec) => {
                 return Err(VcsError::UnknownBranch {
                     name: name.to_owned(),
+                    suggestion: String::new(),
                 });
             }
             Err(e) => return Err(VcsError::git(format!("reading branch {name}"))(e)),
@@ -991,6 +1001,9 @@ impl Vcs for GitVcs {
     }
 
     fn exclusive_commits(&self, name: &str) -> Result<(Vec<CommitId>, Vec<String>)> {
+        if self.branch_head(name)?.is_none() {
+            return Err(self.unknown_branch(name));
+        }
         let worktrees = {
             let repo = self.lock();
             self.worktree_list(&repo)?
@@ -1003,6 +1016,7 @@ impl Vcs for GitVcs {
             .and_then(|r| r.target())
             .ok_or_else(|| VcsError::UnknownBranch {
                 name: name.to_owned(),
+                suggestion: String::new(),
             })?;
         let mut walk = repo.revwalk().map_err(VcsError::git("walking history"))?;
         walk.push(head).map_err(VcsError::git("walking history"))?;
@@ -1206,12 +1220,16 @@ impl Vcs for GitVcs {
     fn add_worktree(&self, path: &Path, branch: &str) -> Result<WorktreeInfo> {
         let path = std::path::absolute(path)
             .map_err(|e| VcsError::io("resolving the worktree path", e))?;
+        if self.branch_head(branch)?.is_none() {
+            return Err(self.unknown_branch(branch));
+        }
         let repo = self.lock();
         let reference = match repo.find_branch(branch, BranchType::Local) {
             Ok(b) => b.into_reference(),
             Err(e) if matches!(e.code(), ErrorCode::NotFound | ErrorCode::InvalidSpec) => {
                 return Err(VcsError::UnknownBranch {
                     name: branch.to_owned(),
+                    suggestion: String::new(),
                 });
             }
             Err(e) => return Err(VcsError::git(format!("reading branch {branch}"))(e)),
@@ -1775,6 +1793,7 @@ pub(super) fn find_commit<'r>(repo: &'r Repository, commit: &CommitId) -> Result
     let unknown = |detail: &str| VcsError::UnknownRevision {
         rev: commit.to_string(),
         detail: detail.to_owned(),
+        suggestion: String::new(),
     };
     let oid = Oid::from_str(commit.as_str()).map_err(|_| unknown("not a commit id"))?;
     repo.find_commit(oid).map_err(|e| unknown(e.message()))

@@ -617,47 +617,53 @@ impl Vcs for JjVcs {
     }
 
     fn resolve(&self, rev: &str) -> Result<CommitId> {
-        let unknown = |detail: String| VcsError::UnknownRevision {
-            rev: rev.to_owned(),
-            detail,
-        };
-        if rev.trim().is_empty() || rev.starts_with('-') {
-            return Err(unknown("not a revision".into()));
-        }
-        let out = self
-            .run(
-                &[
-                    "log",
-                    "--no-graph",
-                    "--limit",
-                    "2",
-                    "-r",
-                    rev,
-                    "-T",
-                    r#"self.commit_id() ++ "\n""#,
-                ],
-                None,
-            )
-            .map_err(|e| match e {
-                VcsError::Jj { message, .. } => unknown(
-                    message
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .trim_start_matches("Error: ")
-                        .to_owned(),
-                ),
-                other => other,
-            })?;
-        let ids: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
-        match ids.as_slice() {
-            [] => Err(unknown("it names no commit".into())),
-            [id] if *id == ROOT_ID => Err(VcsError::NoCommitYet),
-            [id] => Ok(CommitId::new(*id)),
-            _ => Err(unknown(
-                "it names several commits; name one (a commit id, a bookmark, `@-`)".into(),
-            )),
-        }
+        // The lookup holds the repository while it runs; the suggestion
+        // lists the branches, so it comes after.
+        let found = (|| -> Result<CommitId> {
+            let unknown = |detail: String| VcsError::UnknownRevision {
+                rev: rev.to_owned(),
+                detail,
+                suggestion: String::new(),
+            };
+            if rev.trim().is_empty() || rev.starts_with('-') {
+                return Err(unknown("not a revision".into()));
+            }
+            let out = self
+                .run(
+                    &[
+                        "log",
+                        "--no-graph",
+                        "--limit",
+                        "2",
+                        "-r",
+                        rev,
+                        "-T",
+                        r#"self.commit_id() ++ "\n""#,
+                    ],
+                    None,
+                )
+                .map_err(|e| match e {
+                    VcsError::Jj { message, .. } => unknown(
+                        message
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
+                            .trim_start_matches("Error: ")
+                            .to_owned(),
+                    ),
+                    other => other,
+                })?;
+            let ids: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+            match ids.as_slice() {
+                [] => Err(unknown("it names no commit".into())),
+                [id] if *id == ROOT_ID => Err(VcsError::NoCommitYet),
+                [id] => Ok(CommitId::new(*id)),
+                _ => Err(unknown(
+                    "it names several commits; name one (a commit id, a bookmark, `@-`)".into(),
+                )),
+            }
+        })();
+        found.map_err(|e| self.suggest_revision(e))
     }
 
     fn branches(&self) -> Result<Vec<BranchInfo>> {
@@ -872,9 +878,7 @@ impl Vcs for JjVcs {
 
     fn switch_branch(&self, name: &str) -> Result<()> {
         let Some(commit) = self.branch_head(name)? else {
-            return Err(VcsError::UnknownBranch {
-                name: name.to_owned(),
-            });
+            return Err(self.unknown_branch(name));
         };
         if !self.view()?.working_bookmarks()?.iter().any(|b| b == name) {
             self.new_working_copy(&commit)?;
@@ -1098,9 +1102,7 @@ impl Vcs for JjVcs {
             .find(|c| c.bookmarks.iter().any(|b| b == name))
             .map(|c| c.id.clone())
         else {
-            return Err(VcsError::UnknownBranch {
-                name: name.to_owned(),
-            });
+            return Err(self.unknown_branch(name));
         };
         let ancestors = |start: &str| -> HashSet<String> {
             let mut seen = HashSet::new();
@@ -1193,9 +1195,7 @@ impl Vcs for JjVcs {
         let path = std::path::absolute(path)
             .map_err(|e| VcsError::io("resolving the workspace path", e))?;
         let Some(commit) = self.branch_head(branch)? else {
-            return Err(VcsError::UnknownBranch {
-                name: branch.to_owned(),
-            });
+            return Err(self.unknown_branch(branch));
         };
         if fs::read_dir(&path).is_ok_and(|mut d| d.next().is_some()) {
             return Err(VcsError::WorktreePathTaken { path });

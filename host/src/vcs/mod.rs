@@ -318,6 +318,44 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// The commit a local branch points at, `None` when there is no such branch.
     fn branch_head(&self, name: &str) -> Result<Option<CommitId>>;
 
+    /// `error` with a bookmark suggested when it is an unknown revision that
+    /// looks like a mistyped bookmark name. Call it holding no lock of the
+    /// repository: it lists the branches.
+    fn suggest_revision(&self, error: VcsError) -> VcsError {
+        match error {
+            VcsError::UnknownRevision {
+                rev,
+                detail,
+                suggestion,
+            } if suggestion.is_empty() => {
+                let known = self.branches().unwrap_or_default();
+                let suggestion = crate::model::suggest::did_you_mean(
+                    &rev,
+                    known.iter().filter(|b| !b.parking).map(|b| b.name.as_str()),
+                );
+                VcsError::UnknownRevision {
+                    rev,
+                    detail,
+                    suggestion,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// [`VcsError::UnknownBranch`] for `name`, suggesting the closest bookmark.
+    /// Call it holding no lock of the repository: it lists the branches.
+    fn unknown_branch(&self, name: &str) -> VcsError {
+        let known = self.branches().unwrap_or_default();
+        VcsError::UnknownBranch {
+            name: name.to_owned(),
+            suggestion: crate::model::suggest::did_you_mean(
+                name,
+                known.iter().filter(|b| !b.parking).map(|b| b.name.as_str()),
+            ),
+        }
+    }
+
     /// A file's content at a commit, `None` when the commit has no file there.
     fn read_file(&self, commit: &CommitId, path: &str) -> Result<Option<Vec<u8>>>;
 
@@ -734,17 +772,27 @@ pub enum VcsError {
     Jj { command: String, message: String },
 
     #[error(
-        "unknown revision `{rev}`: name a commit id (or a unique prefix of one), a branch or bookmark, a tag, or an expression such as `HEAD~2` (git) or `@-` (jj) ({detail})"
+        "unknown revision `{rev}`{suggestion}: name a commit id (or a unique prefix of one), a branch or bookmark, a tag, or an expression such as `HEAD~2` (git) or `@-` (jj) ({detail})"
     )]
-    UnknownRevision { rev: String, detail: String },
+    UnknownRevision {
+        rev: String,
+        detail: String,
+        /// ` (did you mean "x"?)` when `rev` is close to a bookmark's name,
+        /// else empty ([`Vcs::suggest_revision`]).
+        suggestion: String,
+    },
 
     #[error(
         "the repository has no commit yet: make a first commit (`tether commit`, or `git commit`) first"
     )]
     NoCommitYet,
 
-    #[error("no branch named `{name}` (`git branch` lists them)")]
-    UnknownBranch { name: String },
+    #[error("no branch named `{name}`{suggestion} (`git branch` lists them)")]
+    UnknownBranch {
+        name: String,
+        /// ` (did you mean "x"?)` or empty ([`Vcs::unknown_branch`]).
+        suggestion: String,
+    },
 
     #[error(
         "a branch named `{name}` already exists: pick another name, or join it instead of creating it"
