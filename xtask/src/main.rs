@@ -7,6 +7,9 @@
 //! - `build-plugins`: build the first-party and the test-only plugins.
 //! - `demo`: set up, build, and run the main job.
 //! - `test`: set up, then every check CI runs (fmt, clippy, docs, tests).
+//! - `docs`: the user guide's link check (`docs.rs`): every relative link and
+//!   anchor in README.md and docs/ resolves, every command and backend has
+//!   its page.
 //! - `bench`: the benchmarks, in release mode.
 //! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
 //!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
@@ -18,6 +21,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod docs;
 mod jj;
 mod python;
 
@@ -32,12 +36,13 @@ fn main() -> Result<()> {
         "build-plugins" => build_plugins(),
         "demo" => demo(),
         "test" => test(rest),
+        "docs" => check_docs(),
         "bench" => bench(rest),
         "new-plugin" => new_plugin(rest),
         "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <setup | build-plugins | demo | test | bench | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
+                "usage: cargo xtask <setup | build-plugins | demo | test | docs | bench | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
             );
             Ok(())
         }
@@ -373,6 +378,7 @@ fn test(extra: &[String]) -> Result<()> {
         .current_dir(&root)
         .env("RUSTDOCFLAGS", "-D warnings")
         .args(["doc", "--workspace", "--no-deps"]))?;
+    check_docs()?;
     run(cargo()
         .current_dir(root.join("plugins"))
         .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
@@ -390,6 +396,16 @@ fn test(extra: &[String]) -> Result<()> {
             .args(["test", "--workspace"])
             .args(extra),
     )
+}
+
+/// The user guide's link check, against the commands and backends of a
+/// freshly built `tether`.
+fn check_docs() -> Result<()> {
+    let root = root();
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "-p", "tether", "--bin", "tether"]))?;
+    docs::run(&root, &root.join("target").join("debug").join("tether"))
 }
 
 /// Run `cargo test`, passing its output through, and end with one line that
