@@ -23,7 +23,10 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 fn the_sdks_wit_is_the_workspace_contract() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let ours = files(&crate_dir.join("wit"));
-    assert!(ours.contains_key("backend.wit"), "sdk/wit has no backend.wit");
+    assert!(
+        ours.contains_key("backend.wit"),
+        "sdk/wit has no backend.wit"
+    );
     let workspace = crate_dir.join("..").join("wit");
     if !workspace.is_dir() {
         // A packaged crate: its wit/ is the copy `cargo package` made.
