@@ -40,7 +40,10 @@ fn main() {
         version_info(&manifest_dir, &manifest_dir);
         let components = shipped_components(&shipped);
         embed(&out_dir, &components);
-        println!("cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}", shipped.display());
+        println!(
+            "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
+            shipped.display()
+        );
         return;
     }
 
