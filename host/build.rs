@@ -6,6 +6,9 @@
 //! (clippy's `RUSTC_WORKSPACE_WRAPPER`, coverage `RUSTFLAGS`), so every host
 //! profile embeds the same bytes. Paths are remapped so the components do not
 //! depend on where the checkout or cargo home lives (DESIGN §5, reproducible).
+//!
+//! A packaged crate (`cargo package`) has no `../plugins`: it embeds the
+//! components `cargo xtask package` copied into `builtin-plugins/` instead.
 
 use std::env;
 use std::fmt::Write as _;
@@ -15,6 +18,11 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+/// Where a packaged `tether` carries the first-party components: `plugins/` is
+/// not part of the crate, so `cargo xtask package` builds the plugins and copies
+/// each component here (listed in `include`, since `*.wasm` is git-ignored).
+const SHIPPED: &str = "builtin-plugins";
+
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = manifest_dir
@@ -22,13 +30,29 @@ fn main() {
         .expect("host/ has a parent")
         .to_path_buf();
     let plugins_dir = root.join("plugins");
-    let target_dir = root.join("target").join("wasm-plugins");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
 
+    // A packaged crate (`cargo package`, a registry download): no plugin
+    // sources beside it, only the components shipped inside it.
+    if !plugins_dir.join("Cargo.toml").is_file() {
+        let shipped = manifest_dir.join(SHIPPED);
+        println!("cargo:rerun-if-changed={}", shipped.display());
+        version_info(&manifest_dir, &manifest_dir);
+        let components = shipped_components(&shipped);
+        embed(&out_dir, &components);
+        println!(
+            "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
+            shipped.display()
+        );
+        return;
+    }
+
+    let target_dir = root.join("target").join("wasm-plugins");
     for watched in ["plugins", "contract", "sdk", "wit"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=TETHER_SKIP_PLUGIN_BUILD");
-    version_info(&root);
+    version_info(&root, &manifest_dir);
 
     let crates = plugin_crates(&plugins_dir);
     if env::var_os("TETHER_SKIP_PLUGIN_BUILD").is_none() {
@@ -36,11 +60,7 @@ fn main() {
     }
 
     let wasm_dir = target_dir.join("wasm32-wasip2").join("release");
-    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
-    let mut code = String::from(
-        "/// The first-party plugins, built from `plugins/` and embedded at build time.\n\
-         pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[\n",
-    );
+    let mut components = Vec::new();
     for name in &crates {
         let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
         if !file.exists() {
@@ -53,9 +73,51 @@ fn main() {
                 file.display()
             );
         }
+        components.push((name.clone(), file));
+    }
+    embed(&out_dir, &components);
+    println!(
+        "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
+        wasm_dir.display()
+    );
+}
+
+/// The components a packaged crate ships: `builtin-plugins/<crate_name>.wasm`
+/// (underscores for dashes, as cargo names them).
+fn shipped_components(dir: &Path) -> Vec<(String, PathBuf)> {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| {
+        panic!(
+            "{} is missing ({e}): this tether crate has neither the plugins' sources \
+             (../plugins) nor their built components; package it with `cargo xtask package`",
+            dir.display()
+        )
+    });
+    let mut components: Vec<(String, PathBuf)> = entries
+        .map(|e| e.expect("read builtin-plugins/ entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .map(|p| {
+            let stem = p.file_stem().expect("a file name").to_string_lossy();
+            (stem.replace('_', "-"), p)
+        })
+        .collect();
+    components.sort();
+    if components.is_empty() {
+        panic!("{} holds no plugin components", dir.display());
+    }
+    components
+}
+
+/// Write `builtin_plugins.rs`: each component copied into `OUT_DIR` and
+/// embedded with its sha256.
+fn embed(out_dir: &Path, components: &[(String, PathBuf)]) {
+    let mut code = String::from(
+        "/// The first-party plugins, built from `plugins/` and embedded at build time.\n\
+         pub static BUILTIN_PLUGINS: &[BuiltinPlugin] = &[\n",
+    );
+    for (name, file) in components {
         // Embed a private copy: another build may rebuild the shared plugin
         // directory between this hash and rustc's include_bytes!.
-        let bytes = fs::read(&file).expect("read a built plugin component");
+        let bytes = fs::read(file).expect("read a built plugin component");
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let embedded = out_dir.join(format!("{}.wasm", name.replace('-', "_")));
         fs::write(&embedded, &bytes).expect("copy a plugin component into OUT_DIR");
@@ -69,10 +131,6 @@ fn main() {
     code.push_str("];\n");
     let out = out_dir.join("builtin_plugins.rs");
     fs::write(out, code).expect("write builtin_plugins.rs");
-    println!(
-        "cargo:rustc-env=TETHER_PLUGIN_WASM_DIR={}",
-        wasm_dir.display()
-    );
 }
 
 /// Package names of the plugin crates: every member directory of `plugins/`.
@@ -155,8 +213,9 @@ fn build_plugins(root: &Path, plugins_dir: &Path, target_dir: &Path) {
 /// What `tether --version` says besides the package version: the git commit
 /// built (`unknown` outside a checkout), the build date (`SOURCE_DATE_EPOCH`
 /// when set, for reproducible builds) and the wasmtime version, read from the
-/// workspace's lock file.
-fn version_info(root: &Path) {
+/// workspace's lock file (a packaged crate's own, and its commit from the
+/// `.cargo_vcs_info.json` that `cargo package` writes).
+fn version_info(root: &Path, manifest_dir: &Path) {
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
@@ -168,7 +227,17 @@ fn version_info(root: &Path) {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .filter(|s| !s.is_empty())
     };
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let packaged_commit = fs::read_to_string(manifest_dir.join(".cargo_vcs_info.json"))
+        .ok()
+        .and_then(|text| {
+            let rest = &text[text.find("\"sha1\"")? + 6..];
+            let start = rest.find('"')? + 1;
+            let sha = &rest[start..start + rest[start..].find('"')?];
+            Some(sha.chars().take(12).collect::<String>())
+        });
+    let commit = packaged_commit
+        .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
+        .unwrap_or_else(|| "unknown".into());
     // Rebuilt when HEAD moves: HEAD itself, the branch it names, packed refs.
     for path in ["HEAD", "packed-refs"] {
         if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
@@ -194,7 +263,11 @@ fn version_info(root: &Path) {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into());
-    let lock = root.join("Cargo.lock");
+    let lock = [root, manifest_dir]
+        .map(|dir| dir.join("Cargo.lock"))
+        .into_iter()
+        .find(|lock| lock.is_file())
+        .unwrap_or_else(|| root.join("Cargo.lock"));
     println!("cargo:rerun-if-changed={}", lock.display());
     let wasmtime = fs::read_to_string(&lock)
         .ok()

@@ -136,7 +136,7 @@ mod glue;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "backend-plugin",
-        path: "../wit",
+        path: "wit",
         // The export macro is invoked by plugins (through `export!`), and only
         // its invocation links the world's exports into a component. So a plugin
         // that never names the harness world never gets a harness export.
@@ -157,7 +157,7 @@ pub mod bindings {
 #[doc(hidden)]
 pub mod harness_bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         inline: "
             package tether-sdk:glue;
             world harness-only {
@@ -181,7 +181,7 @@ pub mod harness_bindings {
 #[doc(hidden)]
 pub mod describe_ext_bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         inline: "
             package tether-sdk:glue-ext;
             world describe-ext-only {
@@ -200,7 +200,7 @@ pub mod describe_ext_bindings {
 #[doc(hidden)]
 pub mod describe_fs_bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         inline: "
             package tether-sdk:glue-fs;
             world describe-fs-only {

@@ -7,7 +7,12 @@
 //! - `build-plugins`: build the first-party and the test-only plugins.
 //! - `demo`: set up, build, and run the main job.
 //! - `test`: set up, then every check CI runs (fmt, clippy, docs, tests).
+//! - `docs`: the user guide's link check (`docs.rs`): every relative link and
+//!   anchor in README.md and docs/ resolves, every command and backend has
+//!   its page.
 //! - `bench`: the benchmarks, in release mode.
+//! - `package [ARGS]`: `cargo package` of the publishable crates, with the
+//!   first-party plugin components copied into `host/builtin-plugins/`.
 //! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
 //!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
 //! - `fuzz [TARGET] [SECONDS]`: the `cargo fuzz` targets in `fuzz/`, one or
@@ -18,6 +23,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod docs;
 mod jj;
 mod python;
 
@@ -32,12 +38,14 @@ fn main() -> Result<()> {
         "build-plugins" => build_plugins(),
         "demo" => demo(),
         "test" => test(rest),
+        "docs" => check_docs(),
         "bench" => bench(rest),
+        "package" => package(rest),
         "new-plugin" => new_plugin(rest),
         "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <setup | build-plugins | demo | test | bench | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
+                "usage: cargo xtask <setup | build-plugins | demo | test | docs | bench | package | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
             );
             Ok(())
         }
@@ -383,6 +391,7 @@ fn test(extra: &[String]) -> Result<()> {
         .current_dir(&root)
         .env("RUSTDOCFLAGS", "-D warnings")
         .args(["doc", "--workspace", "--no-deps"]))?;
+    check_docs()?;
     run(cargo()
         .current_dir(root.join("plugins"))
         .args(["clippy", "--workspace", "--all-targets", "--target-dir"])
@@ -400,6 +409,16 @@ fn test(extra: &[String]) -> Result<()> {
             .args(["test", "--workspace"])
             .args(extra),
     )
+}
+
+/// The user guide's link check, against the commands and backends of a
+/// freshly built `tether`.
+fn check_docs() -> Result<()> {
+    let root = root();
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "-p", "tether", "--bin", "tether"]))?;
+    docs::run(&root, &root.join("target").join("debug").join("tether"))
 }
 
 /// Run `cargo test`, passing its output through, and end with one line that
@@ -456,6 +475,72 @@ fn bench(extra: &[String]) -> Result<()> {
             "plugin_runtime",
             "--bench",
             "commands",
+        ])
+        .args(extra))
+}
+
+/// The crates a registry would get, packaged (and verified unless ARGS say
+/// `--no-verify`): `cargo package` of contract, SDK, host and conformance.
+/// The host crate has no `../plugins` once packaged, so the components its
+/// build embedded are copied into `host/builtin-plugins/` first (git-ignored;
+/// `host/Cargo.toml` includes them), the same bytes `tether backends` names.
+fn package(extra: &[String]) -> Result<()> {
+    let root = root();
+    run(cargo()
+        .current_dir(&root)
+        .args(["build", "-p", "tether", "--bin", "tether"]))?;
+    let built = root
+        .join("target")
+        .join("wasm-plugins")
+        .join(WASM_TARGET)
+        .join("release");
+    let shipped = root.join("host").join("builtin-plugins");
+    if shipped.exists() {
+        std::fs::remove_dir_all(&shipped)
+            .with_context(|| format!("clearing {}", shipped.display()))?;
+    }
+    std::fs::create_dir_all(&shipped)?;
+    let mut copied = 0;
+    for entry in std::fs::read_dir(root.join("plugins"))? {
+        let manifest = entry?.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        // The plugins' package names, as host/build.rs reads them.
+        let Some(name) = text
+            .lines()
+            .skip_while(|l| l.trim() != "[package]")
+            .find_map(|l| l.trim().strip_prefix("name"))
+            .map(|rest| {
+                rest.trim_start()
+                    .trim_start_matches('=')
+                    .trim()
+                    .trim_matches('"')
+            })
+        else {
+            continue;
+        };
+        let file = format!("{}.wasm", name.replace('-', "_"));
+        std::fs::copy(built.join(&file), shipped.join(&file))
+            .with_context(|| format!("copying {file} from {}", built.display()))?;
+        copied += 1;
+    }
+    eprintln!(
+        "package: {copied} plugin components in {}",
+        shipped.display()
+    );
+    run(cargo()
+        .current_dir(&root)
+        .args([
+            "package",
+            "-p",
+            "tether-contract",
+            "-p",
+            "tether-sdk",
+            "-p",
+            "tether",
+            "-p",
+            "tether-conformance",
         ])
         .args(extra))
 }

@@ -14,7 +14,7 @@
 //! (host/tests/abi.rs proves it with a plugin built from the frozen 0.1.0 WIT).
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "wit",
     world: "backend-plugin-full",
     imports: { default: async | trappable },
     exports: { default: async },
