@@ -34,5 +34,6 @@ mod races;
 mod reclaiming;
 mod repair;
 mod sandbox;
+mod scale;
 mod status_fast_path;
 mod undo;

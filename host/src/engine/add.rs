@@ -103,7 +103,9 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
     key::validate_key(&key)?;
     refuse_checkout_overlap(repo, &plugin, &locator, &key)?;
     let locks = repo.lock()?;
-    if repo.manifests()?.contains_key(&key) {
+    // Uniqueness by path: the key names one file, so add reads no other
+    // manifest (it touches what it writes, whatever the dataset's size).
+    if manifest::manifest_exists(&repo.layout.objects_dir(), &key)? {
         return Err(TetherError::KeyTaken { key });
     }
     let locator_value = Value::Object(locator.clone());

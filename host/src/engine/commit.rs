@@ -21,7 +21,7 @@ use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use super::snapshot;
 use crate::lock::Locks;
-use crate::model::{Manifest, Pin, ids, key, listing, manifest, time};
+use crate::model::{Manifest, Pin, fsutil, ids, key, listing, manifest, time};
 use crate::oplog::{NewOp, OpHandle, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
 use crate::plugin::{BackendError, PinRef, fan_out};
@@ -510,7 +510,14 @@ pub(crate) async fn land(
     report: &mut CommitReport,
 ) -> Result<BTreeMap<String, PinRef>> {
     let originals = repo.manifests()?;
+    // What a failure puts back: the manifests this landing writes.
+    let restore: BTreeMap<String, Manifest> = writes
+        .iter()
+        .filter_map(|a| originals.get(&a.key).map(|m| (a.key.clone(), m.clone())))
+        .collect();
     // Pins first, concurrently; remember which ones this commit created.
+    // Each is journaled as it lands, and the wave synced once at its end.
+    let wave = op.wave()?;
     let mut calls = Vec::new();
     for a in writes.iter().filter(|a| a.verb == verb::PIN) {
         let m = originals.get(&a.key).ok_or_else(|| {
@@ -519,30 +526,38 @@ pub(crate) async fn land(
         let client = repo.client_for_object(&a.key, m).await?;
         let state = a.params["state"].clone();
         let pin_id = a.params["pin_id"].as_str().unwrap_or_default().to_string();
-        calls.push((
-            a.key.clone(),
-            async move { client.pin(&state, &pin_id).await },
-        ));
+        let (key, wave) = (a.key.clone(), wave.clone());
+        calls.push((a.key.clone(), async move {
+            let pin = client.pin(&state, &pin_id).await?;
+            wave.progress(json!({"pinned": key, "ref": pin.ref_name, "created": pin.created}));
+            Ok(pin)
+        }));
     }
     let mut pins: BTreeMap<String, PinRef> = BTreeMap::new();
     let mut failures = Vec::new();
     for (k, r) in fan_out(calls).await.results {
         match r {
             Ok(pin) => {
-                op.progress(json!({"pinned": k, "ref": pin.ref_name, "created": pin.created}))?;
                 pins.insert(k, pin);
             }
             Err(e) => failures.push((k, e)),
         }
     }
+    if let Err(e) = adopt_interrupted_pins(repo, &mut pins, &wave) {
+        tracing::warn!("could not read the journal for an interrupted commit's pins: {e}");
+    }
+    if let Err(e) = wave.end() {
+        rollback(repo, &originals, &pins, &restore).await;
+        return Err(e.into());
+    }
     if !failures.is_empty() {
-        rollback(repo, &originals, &pins, &originals).await;
+        rollback(repo, &originals, &pins, &restore).await;
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
 
     if let Err(e) = write_and_commit(repo, locks, writes, &pins, &originals, landing, report).await
     {
-        rollback(repo, &originals, &pins, &originals).await;
+        rollback(repo, &originals, &pins, &restore).await;
         return Err(e);
     }
     let pinned_index: Vec<index::PinnedPin> = pins
@@ -570,6 +585,50 @@ pub(crate) async fn land(
     Ok(pins)
 }
 
+/// A re-run finishing an interrupted commit (or pull) finds the pins that
+/// run made already there, and the store says "not created". The journal
+/// says otherwise: the interrupted entry recorded each pin it created as it
+/// landed. Those are this commit's own, as they would have been had the
+/// first run finished (the manifest's `[pin] created`, the pin index, what
+/// gc may release), and are recorded again in this entry's progress, naming
+/// the entry they come from. A pin whose record the kill cut off (it landed,
+/// the process died before its line) stays "found", which only keeps it.
+fn adopt_interrupted_pins(
+    repo: &Repo,
+    pins: &mut BTreeMap<String, PinRef>,
+    wave: &crate::oplog::Wave,
+) -> Result<()> {
+    if pins.values().all(|p| p.created) {
+        return Ok(());
+    }
+    let mut made: BTreeMap<(String, String), String> = BTreeMap::new();
+    for e in repo.journal()?.incomplete()? {
+        if !matches!(e.command.as_str(), "commit" | "pull") {
+            continue;
+        }
+        for p in &e.progress {
+            if p.get("created") != Some(&Value::Bool(true)) {
+                continue;
+            }
+            if let (Some(k), Some(r)) = (
+                p.get("pinned").and_then(Value::as_str),
+                p.get("ref").and_then(Value::as_str),
+            ) {
+                made.insert((k.to_string(), r.to_string()), e.id.clone());
+            }
+        }
+    }
+    for (k, pin) in pins.iter_mut().filter(|(_, p)| !p.created) {
+        if let Some(op) = made.get(&(k.clone(), pin.ref_name.clone())) {
+            pin.created = true;
+            wave.progress(json!({
+                "pinned": k, "ref": pin.ref_name, "created": true, "made_by": op,
+            }));
+        }
+    }
+    Ok(())
+}
+
 async fn write_and_commit(
     repo: &Repo,
     locks: &Locks,
@@ -583,19 +642,30 @@ async fn write_and_commit(
     let mut paths: Vec<String> = Vec::new();
     let mut ws = repo.workspace()?;
     let plugins = repo.plugins().await?;
+    // Every object's manifest as it will be.
+    let mut written: Vec<(&Action, Manifest)> = Vec::with_capacity(writes.len());
     for a in writes {
         let mut m = originals[&a.key].clone();
         if let Some(Value::Object(locator)) = a.params.get("locator") {
             // `pull` moves an `--at` object onto its branch: `at` goes.
             m.locator = locator.clone();
         }
-        let state = a.params["state"].as_object().cloned().unwrap_or_default();
+        m.state = Some(a.params["state"].as_object().cloned().unwrap_or_default());
+        m.captured_at = Some(captured_at.clone());
+        written.push((a, m));
+    }
+    // What only the stores can say (whether a recorded state reads back, the
+    // listing of a state), asked concurrently.
+    let asked = ask_stores(repo, &written).await?;
+    let mut files = fsutil::AtomicBatch::new();
+    let mut listings = std::collections::HashSet::new();
+    for (a, m) in &mut written {
+        let state = m.state.clone().unwrap_or_default();
         let descriptor = plugins
             .get(&m.kind)
             .ok_or_else(|| TetherError::unknown_kind(&m.kind, plugins.keys().map(String::as_str)))?
             .descriptor();
-        m.state = Some(state.clone());
-        m.captured_at = Some(captured_at.clone());
+        let (addressable, listed) = asked.get(&a.key).cloned().unwrap_or_default();
         match a.verb.as_str() {
             verb::PIN => {
                 let pin = &pins[&a.key];
@@ -610,11 +680,7 @@ async fn write_and_commit(
                     .insert(a.key.clone(), Some(pin.ref_name.clone()));
             }
             verb::RECORD => {
-                let client = repo.client(&m).await?;
-                let addressable = client
-                    .state_addressable(&Value::Object(state.clone()))
-                    .await
-                    .map_err(|e| TetherError::backend(&a.key, e))?;
+                let addressable = addressable.unwrap_or(false);
                 m.pin = None;
                 m.recoverable = addressable;
                 report.pinned.insert(a.key.clone(), None);
@@ -629,31 +695,19 @@ async fn write_and_commit(
                 report.unrecoverable.push(a.key.clone());
             }
         }
-        if a.params
-            .get("listing")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            let client = repo.client(&m).await?;
-            let listed = client
-                .listing(&Value::Object(state.clone()))
-                .await
-                .map_err(|e| TetherError::backend(&a.key, e))?;
-            if let Some(text) = listed {
-                let name = ids::listing_name(
-                    &m.kind,
-                    &a.params["identity"],
-                    &Value::Object(content(&state, descriptor)),
-                );
-                listing::write_listing(&repo.layout.listings_dir(), &name, &text)?;
-                crate::fault::point("listing.write");
-                paths.push(
-                    repo.vcs_path(&listing::listing_path(&repo.layout.listings_dir(), &name)),
-                );
+        if let Some(text) = listed {
+            let name = ids::listing_name(
+                &m.kind,
+                &a.params["identity"],
+                &Value::Object(content(&state, descriptor)),
+            );
+            if let Some(body) = listing::stage_listing(&repo.layout.listings_dir(), &name, &text)? {
+                files.stage(&body.0, body.1.as_bytes())?;
+                listings.insert(body.0);
             }
+            paths.push(repo.vcs_path(&listing::listing_path(&repo.layout.listings_dir(), &name)));
         }
-        manifest::write_manifest(&repo.layout.objects_dir(), &a.key, &m)?;
-        crate::fault::point("manifest.write");
+        manifest::stage_manifest(&mut files, &repo.layout.objects_dir(), &a.key, m)?;
         paths.push(repo.vcs_path(&repo.layout.manifest_file(&a.key)));
         // Your own commits never make you stale: the working ref now stands
         // on what this commit records.
@@ -663,6 +717,14 @@ async fn write_and_commit(
         ws.last_snapshot.insert(a.key.clone(), state);
         ws.last_snapshot_errors.remove(&a.key);
     }
+    // Listings and manifests in one pass, with a constant number of syncs.
+    files.commit(|path| {
+        if listings.contains(path) {
+            crate::fault::point("listing.write");
+        } else {
+            crate::fault::point("manifest.write");
+        }
+    })?;
     repo.save_workspace(locks, &ws)?;
     if landing.no_vcs {
         return Ok(());
@@ -684,6 +746,51 @@ async fn write_and_commit(
     Ok(())
 }
 
+/// Per object of `written` that needs one, what its store says, asked
+/// concurrently: whether a recorded state is addressable (`record`), and the
+/// listing of its state (objects whose plan asks for one).
+async fn ask_stores(
+    repo: &Repo,
+    written: &[(&Action, Manifest)],
+) -> Result<BTreeMap<String, (Option<bool>, Option<String>)>> {
+    let mut calls = Vec::new();
+    for (a, m) in written {
+        let record = a.verb == verb::RECORD;
+        let listing = a
+            .params
+            .get("listing")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !record && !listing {
+            continue;
+        }
+        let client = repo.client(m).await?;
+        let state = Value::Object(m.state.clone().unwrap_or_default());
+        calls.push((a.key.clone(), async move {
+            let addressable = match record {
+                true => Some(client.state_addressable(&state).await?),
+                false => None,
+            };
+            let listed = match listing {
+                true => client.listing(&state).await?,
+                false => None,
+            };
+            Ok((addressable, listed))
+        }));
+    }
+    let mut out = BTreeMap::new();
+    // The first failure in key order, as the one-at-a-time loop reported it.
+    for (k, r) in fan_out(calls).await.results {
+        match r {
+            Ok(v) => {
+                out.insert(k, v);
+            }
+            Err(e) => return Err(TetherError::backend(&k, e)),
+        }
+    }
+    Ok(out)
+}
+
 /// Paths of dataset files that changed since HEAD, outside any one object's
 /// manifest: tether.toml, .tether/.gitignore, removed manifests.
 /// The dataset's own files that differ from the last commit: tether.toml,
@@ -699,7 +806,7 @@ fn other_dataset_edits_pending(repo: &Repo) -> Result<Vec<String>> {
 }
 
 fn other_dataset_edits(repo: &Repo) -> Result<Vec<String>> {
-    let mut out = vec![
+    let mut maybe = vec![
         repo.vcs_path(&repo.layout.config_file()),
         repo.vcs_path(&repo.layout.gitignore_file()),
     ];
@@ -710,25 +817,27 @@ fn other_dataset_edits(repo: &Repo) -> Result<Vec<String>> {
             let prefix = repo.vcs_path(&dir);
             for path in repo.vcs.list_files(&head, &prefix)? {
                 if !repo.vcs.root().join(&path).exists() {
-                    out.push(path);
+                    maybe.push(path);
                 }
             }
         }
-    }
-    for m in repo.manifests()?.keys() {
-        out.push(repo.vcs_path(&repo.layout.manifest_file(m)));
     }
     // The components `[plugins.<kind>]` pins, stored beside the manifests
     // (`plugin add`, `plugin pin --vendor`): a clone loads the pinned build
     // from them, so they are committed with the pin.
     for pin in repo.config.plugins.values() {
         let file = crate::plugin::registry::stored_file_name(&pin.digest);
-        out.push(repo.vcs_path(&repo.layout.plugins_dir().join(file)));
+        maybe.push(repo.vcs_path(&repo.layout.plugins_dir().join(file)));
     }
-    Ok(out
+    let mut out: Vec<String> = maybe
         .into_iter()
         .filter(|p| !p.is_empty() && (repo.vcs.root().join(p).exists() || is_tracked(repo, p)))
-        .collect())
+        .collect();
+    // Every manifest there is (found by name, so it exists: no check per file).
+    for key in manifest::keys(&repo.layout.objects_dir())? {
+        out.push(repo.vcs_path(&repo.layout.manifest_file(&key)));
+    }
+    Ok(out)
 }
 
 fn is_tracked(repo: &Repo, path: &str) -> bool {
@@ -757,10 +866,14 @@ async fn rollback(
             Err(e) => tracing::error!(key = %k, "could not release a pin while rolling back: {e}"),
         }
     }
+    let mut batch = fsutil::AtomicBatch::new();
     for (k, m) in originals {
-        if let Err(e) = manifest::write_manifest(&repo.layout.objects_dir(), k, m) {
+        if let Err(e) = manifest::stage_manifest(&mut batch, &repo.layout.objects_dir(), k, m) {
             tracing::error!(key = %k, "could not restore the manifest while rolling back: {e}");
         }
+    }
+    if let Err(e) = batch.commit(|_| {}) {
+        tracing::error!("could not restore the manifests while rolling back: {e}");
     }
 }
 

@@ -31,6 +31,17 @@ pub const TEMP_PREFIX: &str = ".tether-tmp-";
 
 /// Write `bytes` to `path` atomically, creating parent directories.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (dir, tmp) = stage(path, bytes)?;
+    sync_file(tmp.as_file(), path, true).map_err(|e| ModelError::io(path, e))?;
+    tmp.persist(path)
+        .map_err(|e| ModelError::io(path, e.error))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// `path`'s directory (created), and a temporary file beside `path` holding
+/// `bytes`, not yet synced.
+fn stage<'p>(path: &'p Path, bytes: &[u8]) -> Result<(&'p Path, tempfile::NamedTempFile)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -44,18 +55,112 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| ModelError::io(dir, e))?;
     tmp.write_all(bytes).map_err(|e| ModelError::io(path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| ModelError::io(path, e))?;
-    tmp.persist(path)
-        .map_err(|e| ModelError::io(path, e.error))?;
-    // Make the rename itself durable; best effort, as not every platform
-    // lets a directory be opened and synced.
-    #[cfg(unix)]
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+    Ok((dir, tmp))
+}
+
+/// Sync `file` (`path` names it): its data, and with `all` its metadata.
+/// Every sync tether makes of its own files goes through here or
+/// [`sync_dir`] / [`AtomicBatch`], each logged at debug level under the
+/// target `tether::sync` naming the file: how tests count a command's
+/// syncs (`RUST_LOG=tether::sync=debug`) without timing it.
+pub fn sync_file(file: &File, path: &Path, all: bool) -> std::io::Result<()> {
+    tracing::debug!(target: "tether::sync", path = %path.display(), "sync");
+    if all {
+        file.sync_all()
+    } else {
+        file.sync_data()
     }
-    Ok(())
+}
+
+/// Make the entries of directory `dir` durable (a rename or a new file in
+/// it); best effort, as not every platform lets a directory be synced.
+pub fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = File::open(dir) {
+        let _ = sync_file(&d, dir, true);
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+/// Many files replaced atomically, each as [`write_atomic`] would, with a
+/// number of syncs that does not grow with the number of files: every new
+/// version is written beside its target first ([`AtomicBatch::stage`]),
+/// then [`AtomicBatch::commit`] makes them all durable with one sync of the
+/// filesystem, renames each over its target (each rename atomic on its own:
+/// a crash leaves every file old or new, never torn), and syncs the
+/// filesystem once more for the renames. A batch of a few files syncs each
+/// file instead, which is cheaper than a filesystem's worth of others'
+/// dirty data; a batch dropped uncommitted leaves its targets untouched.
+#[derive(Default)]
+pub struct AtomicBatch {
+    staged: Vec<(PathBuf, tempfile::NamedTempFile)>,
+}
+
+/// Up to this many files, [`AtomicBatch`] syncs each one as `write_atomic` does.
+const BATCH_SYNC_EACH: usize = 2;
+
+impl AtomicBatch {
+    pub fn new() -> AtomicBatch {
+        AtomicBatch::default()
+    }
+
+    /// Write the new version of `path` beside it (not yet in place).
+    pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        let (_, tmp) = stage(path, bytes)?;
+        self.staged.push((path.to_path_buf(), tmp));
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.staged.is_empty()
+    }
+
+    /// Put every staged file in place, durably; `placed` runs after each
+    /// rename, with the target's path.
+    pub fn commit(self, mut placed: impl FnMut(&Path)) -> Result<()> {
+        let few = self.staged.len() <= BATCH_SYNC_EACH || !cfg!(target_os = "linux");
+        if few {
+            for (path, tmp) in &self.staged {
+                sync_file(tmp.as_file(), path, true).map_err(|e| ModelError::io(path, e))?;
+            }
+        } else if let Some((path, tmp)) = self.staged.first() {
+            sync_filesystem(tmp.as_file(), path).map_err(|e| ModelError::io(path, e))?;
+        }
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut last = None;
+        for (path, tmp) in self.staged {
+            let file = tmp
+                .persist(&path)
+                .map_err(|e| ModelError::io(&path, e.error))?;
+            placed(&path);
+            if let Some(dir) = path.parent()
+                && !dirs.iter().any(|d| d == dir)
+            {
+                dirs.push(dir.to_path_buf());
+            }
+            last = Some((file, path));
+        }
+        match last {
+            Some((file, path)) if !few => {
+                sync_filesystem(&file, &path).map_err(|e| ModelError::io(&path, e))?
+            }
+            _ => dirs.iter().for_each(|d| sync_dir(d)),
+        }
+        Ok(())
+    }
+}
+
+/// Sync the whole filesystem `file` is on (Linux `syncfs`; a batch syncs
+/// each file elsewhere).
+fn sync_filesystem(file: &File, path: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        tracing::debug!(target: "tether::sync", path = %path.display(), "syncfs");
+        rustix::fs::syncfs(file).map_err(std::io::Error::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    sync_file(file, path, true)
 }
 
 /// Identifies one version of a file: its size, modification time and inode.

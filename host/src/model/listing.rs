@@ -74,14 +74,30 @@ pub fn normalize(text: &str, what: &Path) -> Result<String> {
 /// Store a listing under `name`; a listing already there is kept (same
 /// name, same content). Returns whether it wrote.
 pub fn write_listing(listings_dir: &Path, name: &str, text: &str) -> Result<bool> {
+    match stage_listing(listings_dir, name, text)? {
+        Some((path, body)) => {
+            fsutil::write_atomic(&path, body.as_bytes())?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// What [`write_listing`] would write, and where, for a caller writing
+/// many files in one batch (`fsutil::AtomicBatch`); `None` when a listing
+/// is already stored under `name`.
+pub fn stage_listing(
+    listings_dir: &Path,
+    name: &str,
+    text: &str,
+) -> Result<Option<(std::path::PathBuf, String)>> {
     check_name(listings_dir, name)?;
     let path = listing_path(listings_dir, name);
     let body = normalize(text, &path)?;
     if path.exists() {
-        return Ok(false);
+        return Ok(None);
     }
-    fsutil::write_atomic(&path, body.as_bytes())?;
-    Ok(true)
+    Ok(Some((path, body)))
 }
 
 /// A stored listing's text, `None` when there is none.

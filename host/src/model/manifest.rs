@@ -433,6 +433,28 @@ fn check_no_linked_dirs(base: &Path, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether object `key` has a manifest: anything at its path counts (a
+/// link or a directory there is refused, as [`read_all`] refuses it). Reads
+/// no other manifest, so `add` costs the same in a dataset of any size.
+pub fn manifest_exists(objects_dir: &Path, key: &str) -> Result<bool> {
+    validate_key(key)?;
+    let path = manifest_path(objects_dir, key);
+    check_no_linked_dirs(objects_dir, &path)?;
+    match std::fs::symlink_metadata(&path) {
+        Ok(md) if md.file_type().is_file() => Ok(true),
+        Ok(md) if md.file_type().is_symlink() => Err(fsutil::linked(&path)),
+        Ok(_) => Err(ModelError::invalid(
+            fsutil::shown(&path),
+            "is not a regular file; a manifest is one (remove it)",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        // A file where one of the key's directories should be: no manifest
+        // of this key (writing one fails, naming that file).
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Ok(false),
+        Err(e) => Err(ModelError::io(&path, e)),
+    }
+}
+
 /// Read one object's manifest.
 pub fn read_manifest(objects_dir: &Path, key: &str) -> Result<Manifest> {
     validate_key(key)?;
@@ -448,6 +470,21 @@ pub fn write_manifest(objects_dir: &Path, key: &str, manifest: &Manifest) -> Res
     let text = manifest.to_toml_string(key)?;
     check_no_linked_dirs(objects_dir, &path)?;
     fsutil::write_atomic(&path, text.as_bytes())
+}
+
+/// Stage one object's manifest in `batch` (see `fsutil::AtomicBatch`): the
+/// checks and the text of [`write_manifest`], put in place with the batch.
+pub fn stage_manifest(
+    batch: &mut fsutil::AtomicBatch,
+    objects_dir: &Path,
+    key: &str,
+    manifest: &Manifest,
+) -> Result<()> {
+    validate_key(key)?;
+    let path = manifest_path(objects_dir, key);
+    let text = manifest.to_toml_string(key)?;
+    check_no_linked_dirs(objects_dir, &path)?;
+    batch.stage(&path, text.as_bytes())
 }
 
 /// Delete one object's manifest, and the directories it leaves empty below
@@ -483,11 +520,34 @@ pub fn read_all(objects_dir: &Path) -> Result<BTreeMap<String, Manifest>> {
     if !objects_dir.exists() {
         return Ok(out);
     }
-    walk(objects_dir, objects_dir, &mut out)?;
+    walk(objects_dir, objects_dir, &mut |key, path| {
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
+        let m = Manifest::parse(&text, &key, path)?;
+        out.insert(key, m);
+        Ok(())
+    })?;
     Ok(out)
 }
 
-fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Manifest>) -> Result<()> {
+/// The keys [`read_all`] would return, from the file names alone (no
+/// manifest is read or parsed), sorted.
+pub fn keys(objects_dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if !objects_dir.exists() {
+        return Ok(out);
+    }
+    walk(objects_dir, objects_dir, &mut |key, _| {
+        validate_key(&key)?;
+        out.push(key);
+        Ok(())
+    })?;
+    out.sort();
+    Ok(out)
+}
+
+/// Call `found(key, path)` for every manifest file under `dir` (`base` is
+/// the objects directory the keys are relative to).
+fn walk(base: &Path, dir: &Path, found: &mut dyn FnMut(String, &Path) -> Result<()>) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| ModelError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| ModelError::io(dir, e))?;
@@ -510,7 +570,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Manifest>) -> Result
             ));
         }
         if ft.is_dir() {
-            walk(base, &path, out)?;
+            walk(base, &path, found)?;
         } else if let Some(stem) = name.strip_suffix(".toml") {
             let rel_dir = dir.strip_prefix(base).unwrap_or(Path::new(""));
             let mut key = String::new();
@@ -519,9 +579,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Manifest>) -> Result
                 key.push('/');
             }
             key.push_str(stem);
-            let text = std::fs::read_to_string(&path).map_err(|e| ModelError::io(&path, e))?;
-            let m = Manifest::parse(&text, &key, &path)?;
-            out.insert(key, m);
+            found(key, &path)?;
         }
     }
     Ok(())

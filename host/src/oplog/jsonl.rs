@@ -15,6 +15,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::model::fsutil::sync_file;
+
 /// Append `record` as one line to `path` (created if missing) and sync it.
 pub fn append(path: &Path, record: &Value) -> std::io::Result<()> {
     append_line(path, &record.to_string())
@@ -34,7 +36,7 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
     let existed = path.exists();
     let file = open_append(path)?;
     if !existed {
-        file.sync_all()?;
+        sync_file(&file, path, true)?;
         sync_parent(path);
     }
     Ok(())
@@ -51,12 +53,57 @@ fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     buf.push_str(line);
     buf.push('\n');
     file.write_all(buf.as_bytes())?;
-    file.sync_data()?;
+    sync_file(&file, path, false)?;
     if !existed {
         // A new file is durable only once its directory entry is.
         sync_parent(path);
     }
     Ok(())
+}
+
+/// An open log that takes many records, each in one `write` as it comes
+/// (whole lines, O_APPEND, so concurrent writers' lines never interleave
+/// within a line), synced once by [`Appender::sync`]. A record written is in
+/// the file for every later reader, a killed writer's included: only a
+/// machine crash before the sync can lose it, which is what one sync per
+/// batch trades for not syncing per record.
+#[derive(Debug)]
+pub struct Appender {
+    file: File,
+    path: std::path::PathBuf,
+    /// The file ended mid-line (a torn append) when opened: the first
+    /// record starts with a newline.
+    torn: bool,
+}
+
+impl Appender {
+    /// Open the existing log `path` (never through a link).
+    pub fn open(path: &Path) -> std::io::Result<Appender> {
+        let mut file = open_append(path)?;
+        let torn = !ends_with_newline(&mut file)?;
+        Ok(Appender {
+            file,
+            path: path.to_path_buf(),
+            torn,
+        })
+    }
+
+    /// Append `record` as one line, in one write, unsynced.
+    pub fn write(&mut self, record: &Value) -> std::io::Result<()> {
+        let line = record.to_string();
+        let mut buf = String::with_capacity(line.len() + 2);
+        if std::mem::take(&mut self.torn) {
+            buf.push('\n');
+        }
+        buf.push_str(&line);
+        buf.push('\n');
+        self.file.write_all(buf.as_bytes())
+    }
+
+    /// Make every record written so far durable.
+    pub fn sync(&self) -> std::io::Result<()> {
+        sync_file(&self.file, &self.path, false)
+    }
 }
 
 /// Open `path` to append (and read), created if missing; never through a
@@ -89,19 +136,14 @@ fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
 }
 
 fn sync_parent(path: &Path) {
-    #[cfg(unix)]
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
         } else {
             dir
         };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        crate::model::fsutil::sync_dir(dir);
     }
-    #[cfg(not(unix))]
-    let _ = path;
 }
 
 /// Every decodable record of `path`, oldest first; a missing file is empty. A
@@ -161,7 +203,7 @@ pub fn rewrite(path: &Path, records: &[Value]) -> std::io::Result<()> {
     for r in records {
         writeln!(tmp, "{r}")?;
     }
-    tmp.as_file().sync_all()?;
+    sync_file(tmp.as_file(), path, true)?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_parent(path);
     Ok(())
@@ -206,6 +248,24 @@ mod tests {
         drop(f);
         append(&path, &json!({"a": "é"})).unwrap();
         assert_eq!(read(&path).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn an_appender_writes_lines_as_they_come_after_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        append(&path, &json!({"a": 1})).unwrap();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"a\": 2, \"tor").unwrap();
+        drop(f);
+        let mut w = Appender::open(&path).unwrap();
+        w.write(&json!({"b": 1})).unwrap();
+        // Written is readable before any sync (what a killed process leaves).
+        assert_eq!(read(&path).unwrap(), vec![json!({"a": 1}), json!({"b": 1})]);
+        w.write(&json!({"b": 2})).unwrap();
+        w.sync().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"a\": 2, \"tor\n{\"b\":1}\n{\"b\":2}\n");
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! `started` record, holding the plan and what `undo` needs (`pre`), and syncs
 //! it *before returning*, so it is on disk before the caller's first side
 //! effect. [`OpHandle::progress`] appends and syncs one record per effect as it
-//! lands. [`OpHandle::finish`] appends the completion mark with the result. A
+//! lands; the effects of a fan-out go through a [`Wave`], which writes each
+//! record as its effect lands and syncs them once, when the fan-out is over
+//! (a kill still leaves every landed effect's record; see [`Wave`]).
+//! [`OpHandle::finish`] appends the completion mark with the result. A
 //! process killed in between leaves a `started` entry with no mark: it reads
 //! back as INCOMPLETE, `undo` refuses it and `repair` names it. A crash loses
 //! at most the line being written ([`jsonl`]).
@@ -380,8 +383,14 @@ impl Journal {
 
     /// [`Journal::begin`] with everything a `started` record can hold.
     pub fn start(&self, op: NewOp) -> Result<OpHandle, OplogError> {
-        let records = self.records()?;
-        let id = unique_id(&records, new_op_id);
+        // The log's bytes, not its records: parsing every entry to start one
+        // made each command cost as much as the log is long.
+        let log = match crate::model::fsutil::read_nofollow(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(OplogError::io(&self.path, e)),
+        };
+        let id = unique_id(&log, new_op_id);
         let record = json!({
             "record": "started",
             "id": id,
@@ -569,6 +578,22 @@ impl OpHandle {
         Ok(())
     }
 
+    /// A [`Wave`] of this operation's progress: for effects that land
+    /// concurrently (a fan-out's pins), each recorded as it lands and all
+    /// synced once at the end, instead of one sync per effect.
+    pub fn wave(&self) -> Result<Wave, OplogError> {
+        let log = jsonl::Appender::open(&self.path).map_err(|e| OplogError::io(&self.path, e))?;
+        Ok(Wave {
+            op: self.id.clone(),
+            path: self.path.clone(),
+            inner: std::sync::Arc::new(std::sync::Mutex::new(WaveLog {
+                log,
+                error: None,
+                written: 0,
+            })),
+        })
+    }
+
     /// Mark the operation complete with its result. Returns its id.
     pub fn finish(self, result: Value) -> Result<String, OplogError> {
         self.finish_with_pre(result, None)
@@ -604,16 +629,70 @@ impl OpHandle {
     }
 }
 
-/// A fresh id from `fresh` that no `started` record in the log has yet.
-fn unique_id(records: &[Value], mut fresh: impl FnMut() -> String) -> String {
-    let taken: std::collections::HashSet<&str> = records
-        .iter()
-        .filter(|r| r.get("record").and_then(Value::as_str) == Some("started"))
-        .filter_map(|r| r.get("id").and_then(Value::as_str))
-        .collect();
+/// The progress of one wave of concurrent effects ([`OpHandle::wave`]),
+/// cloned into each call of the fan-out. Each [`Wave::progress`] is one
+/// write of one whole line as its effect lands: a process killed at any
+/// point leaves exactly the records of the effects that had landed (and at
+/// most the effect in flight unrecorded, as with a record per sync), since
+/// a written line is in the file whether or not it was synced. Only a
+/// machine crash before [`Wave::end`]'s one sync can lose the wave's
+/// records, and the `started` record's plan, synced first, still names
+/// every ref the wave set out to create.
+#[derive(Clone, Debug)]
+pub struct Wave {
+    op: String,
+    path: PathBuf,
+    inner: std::sync::Arc<std::sync::Mutex<WaveLog>>,
+}
+
+#[derive(Debug)]
+struct WaveLog {
+    log: jsonl::Appender,
+    /// The first failure to write: the effect landed anyway, so the call
+    /// goes on, and [`Wave::end`] reports it.
+    error: Option<std::io::Error>,
+    written: usize,
+}
+
+impl Wave {
+    /// Record that one effect landed: one unsynced write of one line.
+    pub fn progress(&self, detail: Value) {
+        let record = json!({"record": "progress", "op": self.op, "at": now(), "detail": detail});
+        let mut w = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if w.error.is_some() {
+            return;
+        }
+        match w.log.write(&record) {
+            Ok(()) => {
+                w.written += 1;
+                crate::fault::point("journal.progress");
+            }
+            Err(e) => w.error = Some(e),
+        }
+    }
+
+    /// End the wave: sync what it recorded, once. Fails with the first
+    /// record that could not be written, if any.
+    pub fn end(self) -> Result<usize, OplogError> {
+        let mut w = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = w.error.take() {
+            return Err(OplogError::io(&self.path, e));
+        }
+        if w.written > 0 {
+            w.log.sync().map_err(|e| OplogError::io(&self.path, e))?;
+        }
+        Ok(w.written)
+    }
+}
+
+/// A fresh id from `fresh` that appears nowhere in the log's bytes `log`:
+/// stricter than "no `started` record has it" (an id quoted anywhere, in a
+/// progress record or a torn line, is passed over too), and a byte search
+/// instead of a parse of every record.
+fn unique_id(log: &[u8], mut fresh: impl FnMut() -> String) -> String {
     loop {
         let id = fresh();
-        if !taken.contains(id.as_str()) {
+        if memchr::memmem::find(log, id.as_bytes()).is_none() {
             return id;
         }
     }

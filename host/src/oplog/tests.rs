@@ -192,10 +192,10 @@ fn ids_are_twelve_hex_and_unique_in_the_log() {
     assert_eq!(distinct.len(), ids.len());
 
     // An id already in the log is drawn again.
-    let records = vec![json!({"record": "started", "id": "aaaaaaaaaaaa"})];
+    let log = format!("{}\n", json!({"record": "started", "id": "aaaaaaaaaaaa"}));
     let mut draws = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"].into_iter();
     assert_eq!(
-        unique_id(&records, || draws.next().unwrap().to_string()),
+        unique_id(log.as_bytes(), || draws.next().unwrap().to_string()),
         "bbbbbbbbbbbb"
     );
 }

@@ -341,6 +341,10 @@ impl ObjectClient {
         let Some(checkout) = &self.checkout else {
             return Ok(());
         };
+        // Nothing to compare (a storage-only plugin): no path resolved per call.
+        if self.fs_grants.is_empty() {
+            return Ok(());
+        }
         let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         let checkout = real(checkout);
         for dir in &self.fs_grants {

@@ -428,7 +428,9 @@ impl GitVcs {
         let mut real = git2::Index::open(&new_index).map_err(VcsError::git("reading the index"))?;
         repo.set_index(&mut real)
             .map_err(VcsError::git("preparing the index"))?;
-        self.stage_paths(&mut real, paths)?;
+        // The entries staged above, as they are: each file was hashed (through
+        // its filters) once, not once per index.
+        copy_staged(&partial, &mut real, paths)?;
         real.write().map_err(VcsError::git("writing the index"))?;
 
         let idx_var = |p: &Path| p.as_os_str().to_owned();
@@ -538,6 +540,24 @@ impl GitVcs {
         }
         Ok(())
     }
+}
+
+/// Give `to` the entries `from` has for `paths` (stage 0; a path `from` lacks
+/// is removed from `to`), as [`GitVcs::stage_paths`] put them there: the
+/// blobs are written already, and the entries carry the work-tree stat data.
+fn copy_staged(from: &git2::Index, to: &mut git2::Index, paths: &[String]) -> Result<()> {
+    for path in paths {
+        let rel = Path::new(path);
+        match from.get_path(rel, 0) {
+            Some(entry) => to
+                .add(&entry)
+                .map_err(VcsError::git(format!("staging {path}")))?,
+            None => to
+                .remove_path(rel)
+                .map_err(VcsError::git(format!("staging the removal of {path}")))?,
+        }
+    }
+    Ok(())
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);

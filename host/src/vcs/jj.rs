@@ -8,7 +8,9 @@
 //!   not the visible history: jj keeps abandoned commits alive under `refs/jj/keep/*`.
 //!   That view is cached per adapter, keyed by jj's operation heads
 //!   (`.jj/repo/op_heads/heads/`): it changes exactly when an operation lands, so a user's
-//!   `jj` command between two reads is seen, and repeated reads cost no process.
+//!   `jj` command between two reads is seen, and repeated reads cost no process; and
+//!   across processes, in the workspace's `.jj/tether-view` under the same key, so a
+//!   `status` while jj's operation heads have not moved starts no jj process at all.
 //! - **History** ([`Vcs::history`]) yields the visible commits minus working-copy
 //!   commits (an `@` is an edit in progress, not a dataset commit), and reads their
 //!   manifests from the git store with the same walk as the git adapter.
@@ -181,6 +183,53 @@ fn chosen_bookmark(root: &Path) -> Option<String> {
         .ok()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
+}
+
+/// The view cache in a workspace's `.jj/`: the text of the last `jj log` of
+/// the visible commits ([`VIEW_TEMPLATE`]), under a first line naming the
+/// operation heads it was read at. The view is a function of those heads
+/// (it is read without a snapshot), and every jj operation (a commit, `jj
+/// new` in any workspace, `jj undo`, a concurrent run) replaces them, so a
+/// `status` with the heads unchanged starts no jj process at all. Per
+/// workspace, since `@` is; `.jj/` never comes with a clone, and the file
+/// is read without following a link and only up to [`VIEW_CACHE_MAX`].
+const VIEW_CACHE: &str = "tether-view";
+
+/// The first line's tag, before the operation heads; a new format gets a new tag.
+const VIEW_CACHE_TAG: &str = "tether-view 1\t";
+
+/// The largest view cache read back (a bigger one is read from jj again).
+const VIEW_CACHE_MAX: u64 = 256 << 20;
+
+/// The cached view text at `file` when it was read at operation heads `key`.
+fn read_view_cache(file: &Path, key: &str) -> Option<String> {
+    use std::io::Read;
+    let f = crate::model::fsutil::open_nofollow(file).ok()?;
+    let mut bytes = Vec::new();
+    f.take(VIEW_CACHE_MAX + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > VIEW_CACHE_MAX {
+        return None;
+    }
+    let text = String::from_utf8(bytes).ok()?;
+    let (first, rest) = text.split_once('\n')?;
+    (first.strip_prefix(VIEW_CACHE_TAG)? == key).then(|| rest.to_owned())
+}
+
+/// Replace the view cache at `file` (best effort: a cache that cannot be
+/// written is read from jj next time). Written beside it, then renamed, so
+/// a reader sees one whole view or the previous one.
+fn write_view_cache(file: &Path, key: &str, text: &str) {
+    let Some(dir) = file.parent() else { return };
+    let Ok(mut tmp) = tempfile::Builder::new()
+        .prefix(".tether-view-")
+        .tempfile_in(dir)
+    else {
+        return;
+    };
+    let body = format!("{VIEW_CACHE_TAG}{key}\n{text}");
+    if std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok() {
+        let _ = tmp.persist(file);
+    }
 }
 
 /// `bookmarks` with the chosen one first, when it is among them.
@@ -399,7 +448,10 @@ impl JjVcs {
         names.join(",")
     }
 
-    /// Every visible commit, read once per operation.
+    /// Every visible commit, read once per operation: from this adapter's
+    /// memory, else from the view cache a previous command left in the
+    /// workspace's `.jj/` ([`VIEW_CACHE`]) while jj's operation heads are the
+    /// ones it was read at, else from one `jj log`.
     fn view(&self) -> Result<Arc<View>> {
         let key = self.op_heads();
         let mut cached = self.view.lock().unwrap_or_else(|p| p.into_inner());
@@ -409,6 +461,15 @@ impl JjVcs {
         {
             return Ok(v.clone());
         }
+        let file = self.root.join(".jj").join(VIEW_CACHE);
+        if !key.is_empty()
+            && let Some(text) = read_view_cache(&file, &key)
+            && let Ok(view) = View::parse(&text)
+        {
+            let view = Arc::new(view);
+            *cached = Some((key, view.clone()));
+            return Ok(view);
+        }
         let text = self.run(
             &["log", "--no-graph", "-r", "..", "-T", VIEW_TEMPLATE],
             None,
@@ -416,6 +477,9 @@ impl JjVcs {
         let view = Arc::new(View::parse(&text)?);
         // Key by the heads seen *before* the read: an operation landing during it
         // changes the heads and forces a re-read next time.
+        if !key.is_empty() {
+            write_view_cache(&file, &key, &text);
+        }
         *cached = Some((key, view.clone()));
         Ok(view)
     }

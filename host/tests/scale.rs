@@ -1,0 +1,277 @@
+//! Scale (issue 28): what the speed of a dataset of thousands of objects
+//! relies on, pinned by counts, never by timings (`cargo xtask bench` times
+//! it):
+//!
+//! - `add` reads no manifest but the one it writes;
+//! - a commit syncs tether's own files a fixed number of times, whatever the
+//!   number of objects (counted from the sync log, `RUST_LOG=tether::sync=debug`);
+//! - a commit killed half-way through pinning 1,000 objects re-runs to the
+//!   pins and manifests its plan named, the pins it made counted as made;
+//! - under jj, a `status` while jj's operation heads stand starts no jj
+//!   process, and one after any jj operation (here or in another workspace,
+//!   `jj undo`) starts one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, stderr};
+
+/// `n` memory objects `o00000`, ..., each in a store of its own. The first is
+/// registered with `tether add`; the others get its manifest with their own
+/// store, written as files (what `add` writes, without `n` processes).
+fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
+    let stores: Vec<MemoryStore> = (0..n)
+        .map(|i| d.memory_store(&format!("s{i:05}")))
+        .collect();
+    d.add_memory("o00000", &stores[0]);
+    let objects = d.root().join(".tether/objects");
+    let template = std::fs::read_to_string(objects.join("o00000.toml")).unwrap();
+    let first = stores[0].root.display().to_string();
+    for (i, s) in stores.iter().enumerate().skip(1) {
+        let text = template.replace(&first, &s.root.display().to_string());
+        std::fs::write(objects.join(format!("o{i:05}.toml")), text).unwrap();
+    }
+    stores
+}
+
+/// `tether ARGS` with tether's sync log on: the output, and the files it
+/// synced, one entry per sync.
+fn synced(d: &Dataset, args: &[&str]) -> (Output, Vec<String>) {
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(args)
+        .env("RUST_LOG", "tether::sync=debug")
+        .output()
+        .unwrap();
+    let syncs = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("tether::sync"))
+        .map(|l| l.rsplit("path=").next().unwrap_or_default().to_string())
+        .collect();
+    (out, syncs)
+}
+
+#[test]
+fn add_reads_no_other_manifest() {
+    let d = Dataset::init();
+    let a = d.memory_store("a");
+    d.add_memory("a", &a);
+    // A manifest add would fail to parse, had it read it.
+    std::fs::write(d.root().join(".tether/objects/broken.toml"), "kind = [").unwrap();
+    let b = d.memory_store("b");
+    d.add_memory("b", &b);
+    assert!(d.root().join(".tether/objects/b.toml").is_file());
+    // The key is still checked: the file of a taken key is there.
+    let system = format!("system={}", b.root.display());
+    let out = d.tether(&["add", "a", "--kind", "memory", "--set", &system]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("key \"a\" is already taken"),
+        "{}",
+        describe(&out)
+    );
+    // The broken one is still broken for whoever reads it.
+    let out = d.tether(&["status"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+}
+
+/// A commit of 5 objects and one of 90 (more than a fan-out runs at once)
+/// sync tether's files as often, the journal three times (started, the
+/// pins' wave, done): nothing per object. The stores' own writes are the
+/// stores' business and not counted here.
+#[test]
+fn commit_syncs_do_not_grow_with_the_objects() {
+    let mut counts = Vec::new();
+    for n in [5, 90] {
+        let d = Dataset::init();
+        let stores = many(&d, n);
+        let (first, first_syncs) = synced(&d, &["commit", "-m", "first pins"]);
+        assert!(first.status.success(), "{}", describe(&first));
+        for s in &stores {
+            s.write(json!({"n": 1}), "changed");
+        }
+        let (again, syncs) = synced(&d, &["commit", "-m", "all changed"]);
+        assert!(again.status.success(), "{}", describe(&again));
+        let journal = |s: &[String]| s.iter().filter(|p| p.ends_with("ops.jsonl")).count();
+        assert_eq!(journal(&first_syncs), 3, "{n}: {first_syncs:#?}");
+        assert_eq!(journal(&syncs), 3, "{n}: {syncs:#?}");
+        let manifests = syncs.iter().filter(|p| p.contains("/objects/")).count();
+        assert!(
+            manifests <= 2,
+            "{n}: manifests synced in one pass: {syncs:#?}"
+        );
+        counts.push((first_syncs.len(), syncs.len()));
+    }
+    assert_eq!(counts[0], counts[1], "the same syncs for 5 and 90 objects");
+    assert!(counts[1].1 <= 12, "{counts:?}");
+}
+
+/// The `started` record of the newest operation in `d`'s journal, with the
+/// `progress` details recorded for it.
+fn newest_entry(d: &Dataset) -> (Value, Vec<Value>) {
+    let text = std::fs::read_to_string(d.root().join(".tether/ops.jsonl")).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let started = records
+        .iter()
+        .rev()
+        .find(|r| r["record"] == "started")
+        .unwrap()
+        .clone();
+    let progress = records
+        .iter()
+        .filter(|r| r["record"] == "progress" && r["op"] == started["id"])
+        .map(|r| r["detail"].clone())
+        .collect();
+    (started, progress)
+}
+
+/// `commit` of 1,000 objects killed right after its 500th pin was journaled:
+/// the journal holds a record for every pin that landed before the kill but
+/// those in flight, running the commit again pins the rest and lands the
+/// manifests its plan named, and every pin the first run recorded as made
+/// is recorded as made by this commit (as if it had not been interrupted).
+#[test]
+fn a_commit_killed_mid_way_through_1000_objects_reruns_to_the_same_pins() {
+    const N: usize = 1000;
+    const KILLED_AFTER: usize = 500;
+    let d = Dataset::init();
+    let stores = many(&d, N);
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(["commit", "-m", "first pins"])
+        .env("TETHER_FAULT", format!("journal.progress#{KILLED_AFTER}"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "killed: {}", describe(&out));
+
+    let (started, progress) = newest_entry(&d);
+    assert_eq!(started["command"], "commit");
+    assert_eq!(
+        progress.len(),
+        KILLED_AFTER,
+        "each landed pin recorded as it landed"
+    );
+    let planned: BTreeMap<String, (String, Value)> = started["plan"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["key"].as_str().unwrap().to_string(),
+                (
+                    a["params"]["pin_id"].as_str().unwrap().to_string(),
+                    a["params"]["state"].clone(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(planned.len(), N);
+    let made_first: BTreeSet<String> = progress
+        .iter()
+        .filter(|p| p["created"] == true)
+        .map(|p| p["pinned"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(made_first.len(), KILLED_AFTER);
+    let tags: usize = stores.iter().map(|s| s.tags().len()).sum();
+    // The pins in flight when the process died may have landed unrecorded.
+    assert!(
+        (KILLED_AFTER..=KILLED_AFTER + 64).contains(&tags),
+        "{tags} pins in the stores after the kill"
+    );
+
+    d.ok(&["commit", "-m", "first pins"]);
+    let mut found = 0;
+    for (i, s) in stores.iter().enumerate() {
+        let key = format!("o{i:05}");
+        let m = d.manifest(&key);
+        let (pin_id, state) = &planned[&key];
+        assert_eq!(m["pin"]["id"].as_str(), Some(pin_id.as_str()), "{key}");
+        let pin_ref = format!("tether.{pin_id}");
+        assert_eq!(m["pin"]["ref"].as_str(), Some(pin_ref.as_str()), "{key}");
+        assert_eq!(
+            m["state"]["snapshot_id"].as_str(),
+            state["snapshot_id"].as_str(),
+            "{key}"
+        );
+        assert_eq!(s.tags(), vec![pin_ref], "{key}: exactly its one pin");
+        // `[pin] created = false` is written only for a pin found there.
+        let made = m["pin"].get("created").is_none();
+        if made_first.contains(&key) {
+            assert!(made, "{key}: the first run made it, as its journal says");
+        } else if !made {
+            found += 1;
+        }
+    }
+    // Only a pin in flight at the kill (landed, its record not yet written)
+    // reads as found.
+    assert!(found <= 64, "{found} pins read as found");
+    d.ok(&["verify"]);
+    assert!(d.uncommitted().is_empty(), "{:?}", d.uncommitted());
+}
+
+/// The jj processes `tether status` starts, with their arguments, through a
+/// logging wrapper.
+fn jj_calls_of_status(d: &Dataset, jj: &JjCallLog) -> (String, Vec<String>) {
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_JJ", &jj.wrapper)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), jj.take())
+}
+
+#[test]
+fn status_on_jj_starts_no_jj_process_while_the_operation_heads_stand() {
+    let d = Dataset::init_in(Vcs::Jj);
+    let s = d.memory_store("s");
+    s.write(json!({"n": 0}), "first");
+    d.add_memory("obj", &s);
+    d.ok(&["commit", "-m", "baseline"]);
+    let jj = JjCallLog::new(&d.tmp().join("counting"));
+    // The first run through the wrapper checks its version (remembered per
+    // executable): not counted.
+    jj_calls_of_status(&d, &jj);
+    let (before, calls) = jj_calls_of_status(&d, &jj);
+    assert_eq!(calls, Vec::<String>::new(), "no jj process");
+    let (_, calls) = jj_calls_of_status(&d, &jj);
+    assert!(calls.is_empty(), "{calls:#?}");
+
+    // An operation in another workspace moves the heads: one `jj log`.
+    let other = d.tmp().join("second");
+    d.add_workspace(&other);
+    let out = d
+        .command(tether_testkit::jj(), &other)
+        .args(["new", "-m", "elsewhere"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let (after, calls) = jj_calls_of_status(&d, &jj);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert!(calls[0].contains("--ignore-working-copy log"), "{calls:#?}");
+    assert_eq!(after, before, "nothing this checkout sees changed");
+    let (_, calls) = jj_calls_of_status(&d, &jj);
+    assert!(calls.is_empty(), "{calls:#?}");
+
+    // `jj new` here leaves the bookmark: the next status reads jj again and
+    // says so, and `jj undo` takes it back, read again too.
+    d.jj(&["new"]);
+    let (left, calls) = jj_calls_of_status(&d, &jj);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    let left: Value = serde_json::from_str(&left).unwrap();
+    assert_ne!(left["bookmark_drift"], json!([]), "{left:#}");
+    d.jj(&["undo"]);
+    let (back, calls) = jj_calls_of_status(&d, &jj);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    let back: Value = serde_json::from_str(&back).unwrap();
+    assert_eq!(back["bookmark_drift"], json!([]), "{back:#}");
+    let (_, calls) = jj_calls_of_status(&d, &jj);
+    assert!(calls.is_empty(), "{calls:#?}");
+}
