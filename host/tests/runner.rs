@@ -31,6 +31,7 @@ mod plugins_lifecycle;
 mod progress;
 mod pull;
 mod races;
+mod registry;
 mod reclaiming;
 mod repair;
 mod sandbox;

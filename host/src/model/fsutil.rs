@@ -31,6 +31,27 @@ pub const TEMP_PREFIX: &str = ".tether-tmp-";
 
 /// Write `bytes` to `path` atomically, creating parent directories.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, bytes, true)
+}
+
+/// [`write_atomic`] without syncing the file and its directory: for a batch
+/// of many files (`import`), whose caller makes them durable at once with
+/// [`sync_filesystem`] before it records the batch done.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, bytes, false)
+}
+
+/// Flush everything written to the filesystem holding `path` (`syncfs`).
+pub fn sync_filesystem(path: &Path) -> Result<()> {
+    let f = std::fs::File::open(path).map_err(|e| ModelError::io(path, e))?;
+    #[cfg(target_os = "linux")]
+    rustix::fs::syncfs(&f).map_err(|e| ModelError::io(path, e.into()))?;
+    #[cfg(not(target_os = "linux"))]
+    f.sync_all().map_err(|e| ModelError::io(path, e))?;
+    Ok(())
+}
+
+fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -44,15 +65,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| ModelError::io(dir, e))?;
     tmp.write_all(bytes).map_err(|e| ModelError::io(path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| ModelError::io(path, e))?;
+    if sync {
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| ModelError::io(path, e))?;
+    }
     tmp.persist(path)
         .map_err(|e| ModelError::io(path, e.error))?;
     // Make the rename itself durable; best effort, as not every platform
     // lets a directory be opened and synced.
     #[cfg(unix)]
-    if let Ok(d) = std::fs::File::open(dir) {
+    if sync && let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())

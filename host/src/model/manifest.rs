@@ -450,6 +450,28 @@ pub fn write_manifest(objects_dir: &Path, key: &str, manifest: &Manifest) -> Res
     fsutil::write_atomic(&path, text.as_bytes())
 }
 
+/// Write (`Some`) or delete (`None`) many manifests, then make them durable
+/// with one filesystem sync instead of two per file: `import` writes
+/// thousands in one operation.
+pub fn write_manifests(objects_dir: &Path, writes: &[(String, Option<Manifest>)]) -> Result<()> {
+    for (key, m) in writes {
+        match m {
+            Some(m) => {
+                validate_key(key)?;
+                let path = manifest_path(objects_dir, key);
+                let text = m.to_toml_string(key)?;
+                check_no_linked_dirs(objects_dir, &path)?;
+                fsutil::write_atomic_unsynced(&path, text.as_bytes())?;
+            }
+            None => remove_manifest(objects_dir, key)?,
+        }
+    }
+    if objects_dir.is_dir() {
+        fsutil::sync_filesystem(objects_dir)?;
+    }
+    Ok(())
+}
+
 /// Delete one object's manifest, and the directories it leaves empty below
 /// `objects_dir`. A missing file is not an error.
 pub fn remove_manifest(objects_dir: &Path, key: &str) -> Result<()> {
