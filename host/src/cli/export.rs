@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::frame::Ctx;
-use super::output::{Exit, print_json, write_err};
+use super::output::{Exit, print_json, write_note};
 use crate::engine::export::{self, ExportOptions, Format};
 
 #[derive(Debug, clap::Args)]
@@ -42,12 +42,15 @@ pub struct Args {
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     let repo = ctx.repo()?;
     if args.all_history && !args.revs.is_empty() {
-        return Err(super::output::UsageError::new("--all-history exports every commit; drop --rev").into());
+        return Err(super::output::UsageError::new(
+            "--all-history exports every commit; drop --rev",
+        )
+        .into());
     }
     if args.no_all_history && args.revs.is_empty() {
         return Err(super::output::UsageError::new("--no-all-history needs --rev REV").into());
     }
-    write_err(format_args!("{}", export::experimental_note("export")));
+    write_note(format_args!("{}", export::experimental_note("export")));
     let format: Format = args.format.parse().map_err(anyhow::Error::msg)?;
     let opts = ExportOptions {
         revs: args.revs,

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::frame::{Ctx, Planned, run_planned};
-use super::output::{Exit, PlanArgs, print_json, write_err};
+use super::output::{Exit, PlanArgs, print_json, write_note};
 use crate::engine::Repo;
 use crate::engine::export;
 use crate::engine::import::{self, ImportReport, ImportRequest};
@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 pub async fn run(ctx: &Ctx, mut args: Args) -> Result<Exit> {
-    write_err(format_args!("{}", export::experimental_note("import")));
+    write_note(format_args!("{}", export::experimental_note("import")));
     args.cwd = ctx.dir().to_path_buf();
     run_planned(ctx, &args, args.plans.mode()).await
 }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::frame::Ctx;
-use super::output::{Exit, preview_plan, print_json, write_err};
+use super::output::{Exit, preview_plan, print_json, write_note};
 use crate::engine::export::{self, ExportOptions};
 use crate::engine::publish::{self, PublishRequest};
 
@@ -32,7 +32,7 @@ pub struct Args {
 
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     let repo = ctx.repo()?;
-    write_err(format_args!("{}", export::experimental_note("publish")));
+    write_note(format_args!("{}", export::experimental_note("publish")));
     let req = PublishRequest {
         to: args.to.clone(),
         schema: args.schema.clone(),

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use blake2::{Blake2b512, Digest};
 use serde::Serialize;
-use sqlx::AssertSqlSafe;
 use serde_json::{Map, Value, json};
+use sqlx::AssertSqlSafe;
 
 use super::error::{Result, TetherError};
 use super::history::{self, CommitInfo, ManifestSet};
@@ -374,8 +374,10 @@ pub async fn export(
     append: bool,
 ) -> Result<ExportReport> {
     if append && format != Format::Sqlite {
-        return Err(TetherError::refused("--append is for the sqlite format only")
-            .hint("a directory export is rewritten whole; drop --append"));
+        return Err(
+            TetherError::refused("--append is for the sqlite format only")
+                .hint("a directory export is rewritten whole; drop --append"),
+        );
     }
     let bundle = build(repo, opts).await?;
     match format {
@@ -911,9 +913,11 @@ pub async fn write_sqlite(bundle: &Bundle, path: &Path, append: bool) -> Result<
                 .await?;
         }
         for (name, sql) in views("") {
-            sqlx::query(AssertSqlSafe(format!("CREATE VIEW IF NOT EXISTS {name} AS {sql}")))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE VIEW IF NOT EXISTS {name} AS {sql}"
+            )))
+            .execute(&mut *tx)
+            .await?;
         }
         for t in bundle.defs() {
             insert_rows::<sqlx::Sqlite>(
@@ -974,7 +978,8 @@ fn schema_json(bundle: &Bundle, format: Format) -> Value {
 
 /// Write one file per table and `schema.json` into `dir` (made if missing).
 pub fn write_dir(bundle: &Bundle, dir: &Path, format: Format) -> Result<()> {
-    let io = |what: &Path, e: std::io::Error| TetherError::io(format!("writing {}", what.display()), e);
+    let io =
+        |what: &Path, e: std::io::Error| TetherError::io(format!("writing {}", what.display()), e);
     if dir.is_file() {
         return Err(TetherError::refused(format!(
             "{} is a file; a {} export is a directory",

@@ -210,7 +210,10 @@ impl<'a> Walk<'a> {
     /// Walk the VCS, handing `each` every commit with its manifest sets
     /// (each distinct one once), then remember the walk when it told
     /// anything new.
-    fn run(&mut self, mut each: impl FnMut(&crate::vcs::HistoryCommit, Vec<ManifestSet>)) -> Result<()> {
+    fn run(
+        &mut self,
+        mut each: impl FnMut(&crate::vcs::HistoryCommit, Vec<ManifestSet>),
+    ) -> Result<()> {
         let repo = self.repo;
         let parsed_before = manifests_parsed();
         let mut commits: Vec<(String, Vec<String>)> = Vec::new();

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use sqlx::AssertSqlSafe;
 use serde_json::{Map, Value, json};
+use sqlx::AssertSqlSafe;
 
 use super::checker::Checker;
 use super::error::{Result, TetherError};
@@ -84,7 +84,12 @@ impl Rows {
         }
         let rows = objects
             .into_iter()
-            .map(|o| columns.iter().map(|c| o.get(c).and_then(value_text)).collect())
+            .map(|o| {
+                columns
+                    .iter()
+                    .map(|c| o.get(c).and_then(value_text))
+                    .collect()
+            })
             .collect();
         Rows { columns, rows }
     }
@@ -175,7 +180,9 @@ async fn read_source(repo: &Repo, req: &ImportRequest) -> Result<Rows> {
             "{} is not a source tether reads",
             path.display()
         ))
-        .hint("give a postgresql:// DSN, a SQLite file, a .csv, a .jsonl, or an export's directory"));
+        .hint(
+            "give a postgresql:// DSN, a SQLite file, a .csv, a .jsonl, or an export's directory",
+        ));
     }
     let Some(q) = sql(true)? else {
         return Err(no_query());
@@ -332,7 +339,10 @@ fn read_export_dir(dir: &Path) -> Result<Rows> {
         .unwrap_or_default()
         .parse()
         .map_err(|e: String| sql_error(&what, e))?;
-    let head = schema.get("head").and_then(Value::as_str).map(str::to_owned);
+    let head = schema
+        .get("head")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let path = export::table_file(dir, "objects", format);
     let rows = match format {
         Format::Csv => parse_csv(&read_bounded(&path)?),
@@ -486,7 +496,10 @@ async fn read_postgres(dsn: &str, query: &str) -> Result<Rows> {
         .execute(&mut *tx)
         .await
         .map_err(fail)?;
-    let rows = sqlx::query(AssertSqlSafe(query.to_owned())).fetch_all(&mut *tx).await.map_err(fail)?;
+    let rows = sqlx::query(AssertSqlSafe(query.to_owned()))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(fail)?;
     let _ = tx.rollback().await;
     let _ = conn.close().await;
     to_rows(&rows).map_err(|e| sql_error(&what, e))
@@ -783,7 +796,10 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ImportReport> {
                     .get("manifest")
                     .and_then(Value::as_object)
                     .ok_or_else(|| {
-                        TetherError::refused(format!("the plan's {} {} has no manifest", a.verb, a.key))
+                        TetherError::refused(format!(
+                            "the plan's {} {} has no manifest",
+                            a.verb, a.key
+                        ))
                     })
                     .and_then(|m| {
                         Manifest::from_json(m).map_err(|e| {
@@ -812,7 +828,12 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ImportReport> {
     }
     let before: Map<String, Value> = writes
         .iter()
-        .map(|(k, _)| (k.clone(), existing.get(k).map_or(Value::Null, Manifest::to_json)))
+        .map(|(k, _)| {
+            (
+                k.clone(),
+                existing.get(k).map_or(Value::Null, Manifest::to_json),
+            )
+        })
         .collect();
     let after: Map<String, Value> = writes
         .iter()
@@ -844,7 +865,10 @@ mod tests {
 
     #[test]
     fn csv_reads_quotes_nulls_and_line_breaks() {
-        let rows = parse_csv("key,kind,uri\r\na,file,\"/x,y\"\n\"b\",memory,\n\nc,file,\"say \"\"q\"\"\nz\"").unwrap();
+        let rows = parse_csv(
+            "key,kind,uri\r\na,file,\"/x,y\"\n\"b\",memory,\n\nc,file,\"say \"\"q\"\"\nz\"",
+        )
+        .unwrap();
         assert_eq!(rows.columns, ["key", "kind", "uri"]);
         assert_eq!(rows.rows.len(), 3);
         assert_eq!(rows.rows[0][2].as_deref(), Some("/x,y"));
@@ -869,7 +893,10 @@ mod tests {
         let errors = validate(&rows, &kinds, &BTreeMap::new()).err().unwrap();
         assert_eq!(errors.len(), 4, "{errors:?}");
         assert!(errors[0].starts_with("row 2: kind \"nope\""), "{errors:?}");
-        assert!(errors[1].starts_with("row 3: key \"ok\" is also on row 1"), "{errors:?}");
+        assert!(
+            errors[1].starts_with("row 3: key \"ok\" is also on row 1"),
+            "{errors:?}"
+        );
         assert!(errors[2].starts_with("row 4: key"), "{errors:?}");
         assert!(errors[3].starts_with("row 5:"), "{errors:?}");
     }

@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
-use sqlx::AssertSqlSafe;
 use serde_json::json;
+use sqlx::AssertSqlSafe;
 
 use super::error::{Result, TetherError};
 use super::export::{
@@ -177,11 +177,10 @@ fn schema_ident(name: &str) -> Result<String> {
 pub async fn publish(repo: &Repo, req: &PublishRequest) -> Result<PublishReport> {
     let dsn = dsn(repo, req.to.as_deref())?;
     if !(dsn.starts_with("postgres://") || dsn.starts_with("postgresql://")) {
-        return Err(TetherError::refused(format!(
-            "{} is not a PostgreSQL DSN",
-            redact_dsn(&dsn)
-        ))
-        .hint("postgresql://USER@HOST/DATABASE"));
+        return Err(
+            TetherError::refused(format!("{} is not a PostgreSQL DSN", redact_dsn(&dsn)))
+                .hint("postgresql://USER@HOST/DATABASE"),
+        );
     }
     let schema = schema_ident(&req.schema)?;
     let bundle = export::build(repo, &req.export).await?;
@@ -235,24 +234,32 @@ async fn write(
     // Every table, exported or not, so the views always have theirs.
     for t in TABLES {
         if !present.contains(t.name) {
-            sqlx::query(AssertSqlSafe(export::create_table_sql(t, &prefix, Dialect::Postgres)))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(AssertSqlSafe(export::create_table_sql(
+                t,
+                &prefix,
+                Dialect::Postgres,
+            )))
+            .execute(&mut *tx)
+            .await?;
         }
     }
     for (view, sql) in export::views(&prefix) {
         if !present.contains(view) {
-            sqlx::query(AssertSqlSafe(format!("CREATE VIEW {prefix}{view} AS {sql}")))
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE VIEW {prefix}{view} AS {sql}"
+            )))
+            .execute(&mut *tx)
+            .await?;
         }
     }
-    let known: HashSet<String> = sqlx::query(AssertSqlSafe(format!("SELECT commit_id FROM {prefix}commits")))
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(|r| r.try_get::<String, _>(0))
-        .collect::<std::result::Result<_, _>>()?;
+    let known: HashSet<String> = sqlx::query(AssertSqlSafe(format!(
+        "SELECT commit_id FROM {prefix}commits"
+    )))
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|r| r.try_get::<String, _>(0))
+    .collect::<std::result::Result<_, _>>()?;
     let skipped = bundle
         .rows("commits")
         .iter()
@@ -272,16 +279,35 @@ async fn write(
     }
     for table in ["object_states", "listings", "listing_entries"] {
         if bundle.has(table) {
-            let n = upsert(&mut tx, &prefix, table, bundle.rows(table), OnConflict::Nothing).await?;
+            let n = upsert(
+                &mut tx,
+                &prefix,
+                table,
+                bundle.rows(table),
+                OnConflict::Nothing,
+            )
+            .await?;
             written.insert(table.to_owned(), n);
         }
     }
     // refs describe now: changed ones rewritten, gone ones deleted.
-    let mut n = upsert(&mut tx, &prefix, "refs", bundle.rows("refs"), OnConflict::Update).await?;
+    let mut n = upsert(
+        &mut tx,
+        &prefix,
+        "refs",
+        bundle.rows("refs"),
+        OnConflict::Update,
+    )
+    .await?;
     let (names, kinds): (Vec<String>, Vec<String>) = bundle
         .rows("refs")
         .iter()
-        .map(|r| (r[0].as_text().unwrap_or_default(), r[1].as_text().unwrap_or_default()))
+        .map(|r| {
+            (
+                r[0].as_text().unwrap_or_default(),
+                r[1].as_text().unwrap_or_default(),
+            )
+        })
         .unzip();
     n += sqlx::query(AssertSqlSafe(format!(
         "DELETE FROM {prefix}refs WHERE (name, kind) NOT IN \
@@ -357,9 +383,15 @@ mod tests {
             redact_dsn("postgresql://tether:s3cr%40t@db:5432/cat?sslmode=require"),
             "postgresql://tether:***@db:5432/cat?sslmode=require"
         );
-        assert_eq!(redact_dsn("postgresql://tether@db/cat"), "postgresql://tether@db/cat");
         assert_eq!(
-            scrub("auth failed for s3cr@t and s3cr%40t", "postgres://u:s3cr%40t@h/d"),
+            redact_dsn("postgresql://tether@db/cat"),
+            "postgresql://tether@db/cat"
+        );
+        assert_eq!(
+            scrub(
+                "auth failed for s3cr@t and s3cr%40t",
+                "postgres://u:s3cr%40t@h/d"
+            ),
             "auth failed for *** and ***"
         );
     }
