@@ -12,6 +12,9 @@
 //!    200 commits x 5 memory objects: first without the history memo
 //!    (`.tether/cache/history.bin`, a walk of every commit), then as it runs
 //!    again with history unchanged.
+//! 4. `tether export` of 1,000 commits x 20 memory objects into SQLite (the
+//!    history memo warm), and `tether import` of a 10,000-row CSV, each with
+//!    its time per commit / per row.
 //!
 //! The binary timed is a copy of the one cargo built, in the bench's
 //! temporary directory, as an installed tether is (`cargo install` copies
@@ -277,6 +280,106 @@ fn main() {
          batch pin check is a contract change)   target: <= 500 ms"
     );
     keep(d);
+    registry(&b);
+}
+
+const REGISTRY_COMMITS: usize = 1_000;
+const REGISTRY_OBJECTS: usize = 20;
+const IMPORT_ROWS: usize = 10_000;
+
+/// Scenario 4: export and import, in datasets of their own.
+fn registry(b: &Bench) {
+    let (_, help) = b.run(&Dataset::init(), &["export", "--help"], false);
+    if !help.status.success() {
+        println!("export / import: SKIPPED: this tether has no `export` command");
+        return;
+    }
+    let d = Dataset::init();
+    for i in 0..REGISTRY_OBJECTS {
+        let s = d.memory_store(&format!("store{i}"));
+        let system = format!("system={}", s.root.display());
+        b.ok(
+            &d,
+            &[
+                "add",
+                &format!("obj{i}"),
+                "--kind",
+                "memory",
+                "--set",
+                &system,
+            ],
+        );
+    }
+    b.ok(&d, &["commit", "-m", "baseline"]);
+    // Every later commit rewrites one manifest (a new captured_at), as a
+    // commit that moves one object does.
+    let base: Vec<String> = (0..REGISTRY_OBJECTS)
+        .map(|i| d.git(&["show", &format!("HEAD:.tether/objects/obj{i}.toml")]))
+        .collect();
+    let commits: Vec<(String, Vec<(String, String)>)> = (1..REGISTRY_COMMITS)
+        .map(|n| {
+            let k = n % REGISTRY_OBJECTS;
+            let text: String = base[k]
+                .lines()
+                .map(|l| {
+                    if l.starts_with("captured_at") {
+                        format!(
+                            "captured_at = \"2026-01-01T00:00:{:02}.{:03}Z\"",
+                            n / 1000,
+                            n % 1000
+                        )
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            (
+                format!("commit {n}"),
+                vec![(format!(".tether/objects/obj{k}.toml"), text + "\n")],
+            )
+        })
+        .collect();
+    d.fast_import(&commits);
+    let n = d.git(&["rev-list", "--count", "HEAD"]);
+    let t = b.median(&d, &["export", "out.sqlite"], 5, 0, || {});
+    report(
+        &format!(
+            "export, {} commits x {REGISTRY_OBJECTS} objects (sqlite)",
+            n.trim()
+        ),
+        t,
+        "no target",
+        5,
+    );
+    println!(
+        "  per commit: {:.3} ms",
+        ms(t) / n.trim().parse::<f64>().unwrap_or(1.0)
+    );
+
+    let d = Dataset::init();
+    let csv = d.tmp().join("registry.csv");
+    let mut text = String::from("key,kind,locator_json\n");
+    for i in 0..IMPORT_ROWS {
+        let system = d.data().join(format!("s{i}"));
+        text.push_str(&format!(
+            "reg/o{i:05},memory,\"{{\"\"system\"\": \"\"{}\"\"}}\"\n",
+            system.display()
+        ));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let objects = d.root().join(".tether/objects/reg");
+    let csv_arg = csv.to_str().unwrap().to_string();
+    let t = b.median(&d, &["import", &csv_arg], 3, 0, || {
+        let _ = std::fs::remove_dir_all(&objects);
+    });
+    report(
+        &format!("import, {IMPORT_ROWS} rows (csv, memory objects)"),
+        t,
+        "target: seconds",
+        3,
+    );
+    println!("  per row: {:.3} ms", ms(t) / IMPORT_ROWS as f64);
 }
 
 /// How many objects scenario 4 registers (`TETHER_BENCH_SCALE`, default 10,000).

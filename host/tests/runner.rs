@@ -32,6 +32,7 @@ mod progress;
 mod pull;
 mod races;
 mod reclaiming;
+mod registry;
 mod repair;
 mod sandbox;
 mod scale;

@@ -106,6 +106,20 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tether recover                    # what the stores hold of a lost dataset",
     ),
     (
+        "export",
+        "tether export tether.sqlite                        # every reachable commit\n\
+         tether export dump/ --format parquet --listings    # one file per table + schema.json",
+    ),
+    (
+        "publish",
+        "tether publish --dry-run          # per-table row counts, nothing written",
+    ),
+    (
+        "import",
+        "tether import registry.csv --dry-run                 # the add/update plan\n\
+         tether import snap.sqlite --sync --query \"SELECT key, kind, locator_json FROM objects_head\"",
+    ),
+    (
         "completion",
         "tether completion bash > ~/.local/share/bash-completion/completions/tether",
     ),

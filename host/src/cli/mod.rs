@@ -29,9 +29,11 @@ mod completion;
 mod diff;
 mod drop;
 pub mod examples;
+mod export;
 mod forget_workspace;
 mod frame;
 mod gc;
+mod import;
 mod init;
 mod log;
 mod new;
@@ -41,6 +43,7 @@ mod output;
 mod plugin;
 mod progress;
 mod promote;
+mod publish;
 mod pull;
 mod recover;
 mod remove;
@@ -170,6 +173,30 @@ enum Command {
     Repair(repair::Args),
     /// List what the stores hold of a lost dataset, and the steps to take it back.
     Recover(recover::Args),
+    /// [experimental] Write tether history as relational tables for registries.
+    ///
+    /// Tables: commits, commit_parents, refs, objects, object_states, plus
+    /// listings / listing_entries (--listings) and workspace (--workspace);
+    /// see the Registries guide for the schema. Query the SQLite file
+    /// directly or `ATTACH` it in DuckDB; the parquet/csv/jsonl directories
+    /// get one file per table and a schema.json.
+    Export(export::Args),
+    /// [experimental] Upsert the export tables into a Postgres schema.
+    ///
+    /// Idempotent and incremental: commits already present are skipped,
+    /// `refs` and `tether_meta` are refreshed. Run it after each `tether
+    /// commit` (or from CI) so a registry can join `objects.uri` /
+    /// `objects.commit_id` against its own tables. The DSN never comes from
+    /// tether.toml.
+    Publish(publish::Args),
+    /// [experimental] Register or sync objects from a registry query.
+    ///
+    /// Rows carry `key`, `kind`, and any of `uri`, `locator_json`,
+    /// `policy_file`, `policy_pin`, `at`; write the mapping from your
+    /// registry's columns in SQL. Import changes what is tracked (manifests
+    /// only) -- run `tether commit` afterwards to record states. `--sync`
+    /// removes objects the source no longer lists.
+    Import(import::Args),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
     Plugin(plugin::Args),
     /// Print the shell completion script for SHELL (`tether completion bash > ...`).
@@ -278,6 +305,9 @@ pub fn main() -> ExitCode {
             Command::Recover(args) => recover::run(ctx, args).await,
             Command::Ops(args) => ops::run(ctx, args).await,
             Command::Promote(args) => promote::run(ctx, args).await,
+            Command::Export(args) => export::run(ctx, args).await,
+            Command::Publish(args) => publish::run(ctx, args).await,
+            Command::Import(args) => import::run(ctx, args).await,
             Command::Plugin(args) => plugin::run(ctx, args).await,
             Command::Undo(args) => undo::run(ctx, args).await,
             Command::Pull(args) => pull::run(ctx, args).await,
@@ -337,6 +367,9 @@ impl Command {
             Command::Undo(a) => a.json,
             Command::Repair(a) => a.json,
             Command::Recover(a) => a.json,
+            Command::Export(a) => a.json,
+            Command::Publish(a) => a.json,
+            Command::Import(a) => a.json,
             Command::Plugin(a) => a.json(),
             Command::Completion(_) => false,
         }

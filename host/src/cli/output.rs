@@ -294,6 +294,14 @@ pub fn write_err(args: std::fmt::Arguments<'_>) {
     eprintln!("{}", display::message(&text));
 }
 
+/// A note on stderr that `-q` silences (the registry commands' one-line
+/// "experimental" note).
+pub fn write_note(args: std::fmt::Arguments<'_>) {
+    if !QUIET.load(Ordering::Relaxed) {
+        write_err(args);
+    }
+}
+
 /// How long ago an RFC 3339 timestamp was, in words (`3 minutes ago`).
 pub fn age(timestamp: &str) -> String {
     let Ok(then) = crate::model::time::parse_timestamp(timestamp) else {

@@ -273,7 +273,11 @@ fn refuse_checkout_overlap(
 /// A relative local path is resolved against the directory `add` ran in and
 /// stored absolute, and `~` is expanded, so a committed locator means one path
 /// from every directory and clone. URLs and absolute paths stay as given.
-fn resolve_local_paths(locator: &mut Map<String, Value>, descriptor: &Descriptor, cwd: &Path) {
+pub(crate) fn resolve_local_paths(
+    locator: &mut Map<String, Value>,
+    descriptor: &Descriptor,
+    cwd: &Path,
+) {
     for field in &descriptor.local_path_keys {
         let Some(Value::String(raw)) = locator.get(field) else {
             continue;

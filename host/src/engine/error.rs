@@ -77,6 +77,10 @@ pub enum TetherError {
         pin_ref: String,
         detail: String,
     },
+    /// A SQL database or an export/import file (`export`, `publish`,
+    /// `import`) failed; `message` never holds a DSN's password.
+    #[error("{what}: {message}")]
+    Registry { what: String, message: String },
     #[error("{what}: {source}")]
     Io {
         what: String,

@@ -31,6 +31,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -80,66 +81,190 @@ impl Source<'_> {
 pub(crate) fn history_manifests<'a>(
     source: impl Into<Source<'a>>,
 ) -> Result<Vec<(CommitId, ManifestSet)>> {
-    let repo: Source = source.into();
-    let prefix = repo.objects_prefix();
-    let path = repo.layout.cache_dir().join(MEMO_FILE);
-    let key = repo.vcs.history_key()?;
-    let (memo, mut sets) = match Memo::read(&path, &prefix) {
-        Some((memo, sets)) => (Some(memo), sets),
-        None => (None, HashMap::new()),
-    };
-
-    // The same key: the same commits, whose sets the memo already holds.
-    if let (Some(memo), Some(key)) = (&memo, &key)
-        && memo.key.as_deref() == Some(key.as_str())
-        && let Some(out) = memo.replay(&sets)
-    {
-        tracing::debug!(commits = memo.commits.len(), "history memo replayed");
+    let mut walk = Walk::open(source.into())?;
+    if let Some(out) = walk.replay() {
         return Ok(out);
     }
-
-    let mut commits: Vec<(String, Vec<String>)> = Vec::new();
     let mut out = Vec::new();
-    let mut parsed_any = false;
-    let mut shared = Interner::default();
-    for commit in repo.vcs.history(&prefix)? {
-        let commit = commit?;
-        let mut ids = Vec::new();
-        for (files_id, files) in commit.all_files() {
-            let set = match sets.get(files_id) {
-                Some(set) => Arc::clone(set),
-                None => {
-                    let set = Arc::new(shared.parse(&prefix, files)?);
-                    sets.insert(files_id.to_owned(), Arc::clone(&set));
-                    parsed_any = true;
-                    set
-                }
-            };
-            ids.push(files_id.to_owned());
+    walk.run(|commit, sets| {
+        for set in sets {
             if !set.is_empty() {
                 out.push((commit.id.clone(), set));
             }
         }
-        commits.push((commit.id.as_str().to_owned(), ids));
-    }
-    tracing::debug!(commits = commits.len(), parsed_any, "history walked");
-    let changed = parsed_any || memo.as_ref().is_none_or(|m| m.key != key);
-    if changed {
-        // Sets no visible commit holds any more are not kept.
-        let keep: BTreeMap<String, &ManifestSet> = commits
-            .iter()
-            .flat_map(|(_, ids)| ids.iter())
-            .filter_map(|id| sets.get(id).map(|s| (id.clone(), s)))
-            .collect();
-        // A cache: failing to write it costs the next run a walk, nothing more.
-        match Memo::new(prefix.clone(), key, commits, keep).and_then(|memo| memo.write(&path)) {
-            Ok(()) => {
-                let _ = std::fs::remove_file(repo.layout.cache_dir().join(OLD_MEMO_FILE));
-            }
-            Err(e) => tracing::debug!("history memo not written: {e}"),
+    })?;
+    Ok(out)
+}
+
+/// One visible commit as [`history_commits`] reads it: the VCS's facts about
+/// it, without its files.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    pub id: CommitId,
+    /// First parent first.
+    pub parents: Vec<CommitId>,
+    pub author_name: String,
+    pub author_email: String,
+    pub authored_at: chrono::DateTime<chrono::FixedOffset>,
+    pub committed_at: chrono::DateTime<chrono::FixedOffset>,
+    pub message: String,
+}
+
+/// Every visible commit, newest first, with what it says about itself and
+/// its manifest sets (its own, then each distinct side and base of a
+/// conflict; none for a commit without manifests). For the commands that
+/// need the commits too (`export`): the VCS is walked every time, but each
+/// manifest set the memo holds is reused, and each one it lacks is parsed
+/// once, so no manifest is parsed twice however many commits repeat it.
+pub(crate) fn history_commits<'a>(
+    source: impl Into<Source<'a>>,
+) -> Result<Vec<(CommitInfo, Vec<ManifestSet>)>> {
+    let mut walk = Walk::open(source.into())?;
+    let mut out = Vec::new();
+    walk.run(|commit, sets| out.push((CommitInfo::from(commit), sets)))?;
+    Ok(out)
+}
+
+impl From<&crate::vcs::HistoryCommit> for CommitInfo {
+    fn from(commit: &crate::vcs::HistoryCommit) -> Self {
+        CommitInfo {
+            id: commit.id.clone(),
+            parents: commit.parents.clone(),
+            author_name: commit.author_name.clone(),
+            author_email: commit.author_email.clone(),
+            authored_at: commit.authored_at,
+            committed_at: commit.committed_at,
+            message: commit.message.clone(),
         }
     }
-    Ok(out)
+}
+
+/// One commit as [`history_commits`] reads each (`export --rev`).
+pub(crate) fn commit_at<'a>(
+    source: impl Into<Source<'a>>,
+    commit: &CommitId,
+) -> Result<(CommitInfo, Vec<ManifestSet>)> {
+    let repo: Source = source.into();
+    let prefix = repo.objects_prefix();
+    let read = repo.vcs.commit_files(commit, &prefix)?;
+    let sets = read
+        .all_files()
+        .into_iter()
+        .map(|(_, files)| Ok(Arc::new(parse_manifest_files(&prefix, files)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((CommitInfo::from(&read), sets))
+}
+
+/// Manifests parsed from VCS bytes by history reads in this process. The
+/// walk logs it (`parsed`), so a test can count parses instead of timing.
+static PARSED: AtomicU64 = AtomicU64::new(0);
+
+/// How many manifests history reads have parsed in this process so far.
+pub fn manifests_parsed() -> u64 {
+    PARSED.load(Ordering::Relaxed)
+}
+
+/// One read of visible history: the memo as found, and what the VCS says
+/// history is now.
+struct Walk<'a> {
+    repo: Source<'a>,
+    prefix: String,
+    path: std::path::PathBuf,
+    key: Option<String>,
+    memo: Option<Memo>,
+    sets: HashMap<String, ManifestSet>,
+}
+
+impl<'a> Walk<'a> {
+    fn open(repo: Source<'a>) -> Result<Walk<'a>> {
+        let prefix = repo.objects_prefix();
+        let path = repo.layout.cache_dir().join(MEMO_FILE);
+        let key = repo.vcs.history_key()?;
+        let (memo, sets) = match Memo::read(&path, &prefix) {
+            Some((memo, sets)) => (Some(memo), sets),
+            None => (None, HashMap::new()),
+        };
+        Ok(Walk {
+            repo,
+            prefix,
+            path,
+            key,
+            memo,
+            sets,
+        })
+    }
+
+    /// The remembered walk, when the memo was made under the VCS's key now.
+    fn replay(&self) -> Option<Vec<(CommitId, ManifestSet)>> {
+        let (Some(memo), Some(key)) = (&self.memo, &self.key) else {
+            return None;
+        };
+        if memo.key.as_deref() != Some(key.as_str()) {
+            return None;
+        }
+        let out = memo.replay(&self.sets)?;
+        tracing::debug!(commits = memo.commits.len(), "history memo replayed");
+        Some(out)
+    }
+
+    /// Walk the VCS, handing `each` every commit with its manifest sets
+    /// (each distinct one once), then remember the walk when it told
+    /// anything new.
+    fn run(
+        &mut self,
+        mut each: impl FnMut(&crate::vcs::HistoryCommit, Vec<ManifestSet>),
+    ) -> Result<()> {
+        let repo = self.repo;
+        let parsed_before = manifests_parsed();
+        let mut commits: Vec<(String, Vec<String>)> = Vec::new();
+        let mut parsed_any = false;
+        let mut shared = Interner::default();
+        for commit in repo.vcs.history(&self.prefix)? {
+            let commit = commit?;
+            let mut ids = Vec::new();
+            let mut found = Vec::new();
+            for (files_id, files) in commit.all_files() {
+                let set = match self.sets.get(files_id) {
+                    Some(set) => Arc::clone(set),
+                    None => {
+                        let set = Arc::new(shared.parse(&self.prefix, files)?);
+                        self.sets.insert(files_id.to_owned(), Arc::clone(&set));
+                        parsed_any = true;
+                        set
+                    }
+                };
+                ids.push(files_id.to_owned());
+                found.push(set);
+            }
+            each(&commit, found);
+            commits.push((commit.id.as_str().to_owned(), ids));
+        }
+        tracing::debug!(
+            commits = commits.len(),
+            parsed_any,
+            parsed = manifests_parsed() - parsed_before,
+            "history walked"
+        );
+        let changed = parsed_any || self.memo.as_ref().is_none_or(|m| m.key != self.key);
+        if changed {
+            // Sets no visible commit holds any more are not kept.
+            let keep: BTreeMap<String, &ManifestSet> = commits
+                .iter()
+                .flat_map(|(_, ids)| ids.iter())
+                .filter_map(|id| self.sets.get(id).map(|s| (id.clone(), s)))
+                .collect();
+            // A cache: failing to write it costs the next run a walk, nothing more.
+            match Memo::new(self.prefix.clone(), self.key.clone(), commits, keep)
+                .and_then(|memo| memo.write(&self.path))
+            {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(repo.layout.cache_dir().join(OLD_MEMO_FILE));
+                }
+                Err(e) => tracing::debug!("history memo not written: {e}"),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The manifest sets one commit records: its own, and each side and base of
@@ -212,6 +337,7 @@ fn manifest_key<'a>(prefix: &str, path: &'a str) -> Option<&'a str> {
 }
 
 fn parse_manifest(key: &str, path: &str, bytes: &[u8]) -> Result<Manifest> {
+    PARSED.fetch_add(1, Ordering::Relaxed);
     let text = String::from_utf8_lossy(bytes);
     Ok(Manifest::parse(&text, key, Path::new(path))?)
 }

@@ -33,9 +33,11 @@ pub mod backends;
 pub mod commit;
 pub mod diff;
 pub mod drop;
+pub mod export;
 pub mod facade;
 pub mod forget_workspace;
 pub mod gc;
+pub mod import;
 pub mod init;
 pub mod log;
 pub mod new;
@@ -43,6 +45,7 @@ pub mod open;
 pub mod ops;
 pub mod plugin_cmd;
 pub mod promote;
+pub mod publish;
 pub mod pull;
 pub mod recover;
 pub mod remove;
@@ -87,16 +90,18 @@ mod layering {
     ];
 
     /// The command modules: every other module of the engine.
-    const COMMANDS: [&str; 26] = [
+    const COMMANDS: [&str; 29] = [
         "abandon",
         "add",
         "backends",
         "commit",
         "diff",
         "drop",
+        "export",
         "facade",
         "forget_workspace",
         "gc",
+        "import",
         "init",
         "log",
         "new",
@@ -104,6 +109,7 @@ mod layering {
         "ops",
         "plugin_cmd",
         "promote",
+        "publish",
         "pull",
         "recover",
         "remove",

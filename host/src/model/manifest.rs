@@ -487,6 +487,20 @@ pub fn stage_manifest(
     batch.stage(&path, text.as_bytes())
 }
 
+/// Write (`Some`) or delete (`None`) many manifests in one
+/// [`fsutil::AtomicBatch`]: a number of syncs that does not grow with the
+/// count (`import` writes thousands in one operation).
+pub fn write_manifests(objects_dir: &Path, writes: &[(String, Option<Manifest>)]) -> Result<()> {
+    let mut batch = fsutil::AtomicBatch::new();
+    for (key, m) in writes {
+        match m {
+            Some(m) => stage_manifest(&mut batch, objects_dir, key, m)?,
+            None => remove_manifest(objects_dir, key)?,
+        }
+    }
+    batch.commit(|_| {})
+}
+
 /// Delete one object's manifest, and the directories it leaves empty below
 /// `objects_dir`. A missing file is not an error.
 pub fn remove_manifest(objects_dir: &Path, key: &str) -> Result<()> {

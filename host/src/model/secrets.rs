@@ -12,6 +12,8 @@
 //! profile = "imaging"
 //! [import]
 //! query = "SELECT name AS key, 'file' AS kind, uri FROM catalog"
+//! [publish]
+//! dsn = "postgresql://tether@db.example.org/catalog"   # or TETHER_PUBLISH_DSN
 //! [plugins]
 //! trusted = ["sha256:<64 hex>"]      # `tether plugin trust`
 //! ```
@@ -60,6 +62,9 @@ pub struct Secrets {
     pub objects: BTreeMap<String, Options>,
     /// `[import] query`.
     pub import_query: Option<String>,
+    /// `[publish] dsn`: where `tether publish` writes when neither `--to`
+    /// nor `$TETHER_PUBLISH_DSN` says.
+    pub publish_dsn: Option<String>,
     /// `[plugins] trusted`: plugin digests this checkout agreed to run.
     pub trusted_plugins: BTreeSet<String>,
 }
@@ -78,6 +83,7 @@ impl fmt::Debug for Secrets {
             .field("uris", &keys(&self.uris))
             .field("objects", &keys(&self.objects))
             .field("import_query", &self.import_query.as_ref().map(|_| "<set>"))
+            .field("publish_dsn", &self.publish_dsn.as_ref().map(|_| "<set>"))
             .field("trusted_plugins", &self.trusted_plugins.len())
             .finish()
     }
@@ -193,6 +199,15 @@ impl Secrets {
                         }
                     }
                 }
+                "publish" => {
+                    for (k, v) in t {
+                        match (k.as_str(), v) {
+                            ("dsn", toml::Value::String(d)) => s.publish_dsn = Some(d.clone()),
+                            ("dsn", _) => return Err(bad("[publish] dsn must be a string".into())),
+                            _ => return Err(bad(format!("[publish] {k} is not a setting (dsn)"))),
+                        }
+                    }
+                }
                 "plugins" => {
                     for (k, v) in t {
                         match (k.as_str(), v) {
@@ -242,7 +257,7 @@ impl Secrets {
                 }
                 _ => {
                     return Err(bad(format!(
-                        "[{name}] is not a secrets.toml table (vcs, backends, uris, objects, import, plugins)"
+                        "[{name}] is not a secrets.toml table (vcs, backends, uris, objects, import, publish, plugins)"
                     )));
                 }
             }
