@@ -200,6 +200,9 @@ pub fn views(prefix: &str) -> [(&'static str, String); 2] {
     ]
 }
 
+/// One table's rows, each a row of cells in its table's column order.
+pub type Rows = Vec<Vec<Cell>>;
+
 /// One value of a row; its column says whether text is JSON or a time.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
@@ -257,7 +260,7 @@ impl Cell {
 pub struct Bundle {
     /// The exported head commit (`objects_head` selects it).
     pub head: Option<String>,
-    pub tables: BTreeMap<&'static str, Vec<Vec<Cell>>>,
+    pub tables: BTreeMap<&'static str, Rows>,
 }
 
 impl Bundle {
@@ -466,7 +469,7 @@ pub async fn build(repo: &Repo, opts: &ExportOptions) -> Result<Bundle> {
         }
     }
 
-    let mut tables: BTreeMap<&'static str, Vec<Vec<Cell>>> = BTreeMap::new();
+    let mut tables: BTreeMap<&'static str, Rows> = BTreeMap::new();
     let mut commit_rows = Vec::with_capacity(commits.len());
     let mut parent_rows = Vec::new();
     let mut object_rows = Vec::new();
@@ -529,7 +532,7 @@ pub async fn build(repo: &Repo, opts: &ExportOptions) -> Result<Bundle> {
     tables.insert("commits", commit_rows);
     tables.insert("commit_parents", parent_rows);
     tables.insert("objects", object_rows);
-    let state_rows: Vec<Vec<Cell>> = states
+    let state_rows: Rows = states
         .values()
         .filter_map(|(d, first)| {
             let s = d.state.as_ref()?;
@@ -629,7 +632,7 @@ fn derive(
 }
 
 /// The VCS's branches (jj: bookmarks) and `HEAD`.
-fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Vec<Vec<Cell>>> {
+fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
     let kind = match repo.vcs.kind() {
         VcsKind::Git => "branch",
         VcsKind::Jj => "bookmark",
@@ -659,7 +662,7 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Vec<Vec<Cell>>> {
 fn listing_rows<'a>(
     repo: &Repo,
     states: impl Iterator<Item = &'a Arc<Derived>>,
-) -> Result<(Vec<Vec<Cell>>, Vec<Vec<Cell>>)> {
+) -> Result<(Rows, Rows)> {
     let dir = repo.layout.listings_dir();
     let mut listings = Vec::new();
     let mut entries = Vec::new();
@@ -707,7 +710,7 @@ fn listing_rows<'a>(
 }
 
 /// This checkout's working refs, fork points and last snapshot, per key.
-fn workspace_rows(repo: &Repo) -> Result<Vec<Vec<Cell>>> {
+fn workspace_rows(repo: &Repo) -> Result<Rows> {
     let ws = repo.workspace()?;
     let keys: BTreeSet<&String> = ws
         .working_refs
