@@ -12,30 +12,37 @@ use serde_json::{Value, json};
 
 /// Helpers every script starts with. Scripts print one JSON document last.
 const PRELUDE: &str = r#"
-import json, sys, datetime
+import json, os, sys, datetime
 import lance
 import pyarrow as pa
+
+# Storage options for an s3:// dataset (the local S3 server), else none.
+OPTS = json.loads(os.environ.get("TETHER_TEST_LANCE_OPTS", "null"))
 
 def table(ids, label="x"):
     return pa.table({"id": pa.array(ids, pa.int64()),
                      "label": pa.array([label] * len(ids), pa.string())})
+
+def open_ds(uri, version=None):
+    return lance.dataset(uri, version=version, storage_options=OPTS)
 
 def rows(ds):
     return sorted(ds.to_table(columns=["id"])["id"].to_pylist())
 
 def branch(uri, name):
     # A branch head, as pylance opens a branch by name.
-    return lance.dataset(uri).checkout_version((name, None))
+    return open_ds(uri).checkout_version((name, None))
 
 def append(target, ids, label="x"):
-    return lance.write_dataset(table(ids, label), target, mode="append").version
+    return lance.write_dataset(table(ids, label), target, mode="append",
+                               storage_options=OPTS).version
 
 def tags(uri):
     return {n: {"branch": t["branch"], "version": t["version"]}
-            for n, t in lance.dataset(uri).tags.list().items()}
+            for n, t in open_ds(uri).tags.list().items()}
 
 def branches(uri):
-    return sorted(lance.dataset(uri).branches.list().keys())
+    return sorted(open_ds(uri).branches.list().keys())
 
 def out(value):
     print(json.dumps(value))
@@ -44,7 +51,16 @@ def out(value):
 /// Run `script` (after the prelude) with `args` as `sys.argv[1:]`; the JSON
 /// it printed last.
 fn py(script: &str, args: &[&str]) -> Value {
-    let out = std::process::Command::new(tether_testkit::python())
+    py_on(None, script, args)
+}
+
+/// [`py`] with `storage_options` for an `s3://` dataset.
+fn py_on(options: Option<&Value>, script: &str, args: &[&str]) -> Value {
+    let mut cmd = std::process::Command::new(tether_testkit::python());
+    if let Some(o) = options {
+        cmd.env("TETHER_TEST_LANCE_OPTS", o.to_string());
+    }
+    let out = cmd
         .arg("-c")
         .arg(format!("{PRELUDE}\n{script}\nsys.stdout.flush()\n"))
         .args(args)
@@ -523,4 +539,258 @@ fn worked_example_lance_story() {
         "the first commit's pin is still there"
     );
     d.ok(&["verify", "--all-history"]);
+}
+
+async fn plugin() -> std::sync::Arc<tether::plugin::Plugin> {
+    let rt = tether::plugin::Runtime::new(tether::plugin::RuntimeConfig {
+        cache_root: tether_testkit::cache_dir(),
+        ..tether::plugin::RuntimeConfig::default()
+    })
+    .expect("runtime");
+    rt.load_file(&tether_testkit::first_party_plugin("tether_plugin_lance"))
+        .await
+        .expect("load the lance plugin")
+}
+
+/// Through the host's plugin client: a branch of a branch (a second base
+/// path) that pylance reads and appends to; a reset of a branch a tag
+/// references forks the next generation, which pylance lists; deleting the
+/// tagged branch is refused with Lance's reason, and only a foreign tag
+/// blocks it for `gc`; `history` names the operations and tags.
+#[test]
+fn branches_of_branches_generations_and_blockers_with_python() {
+    use tether::plugin::{BackendError, Expected, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let uri = tmp.path().join("t.lance");
+    python_dataset(&uri);
+    tether_testkit::block_on(async {
+        let p = plugin().await;
+        let o = p.object(&json!({ "uri": s(&uri) }), &json!({}));
+        let main = o.fingerprint(None).await.unwrap();
+        assert_eq!(main, json!({"branch": "main", "version": 2}));
+        let pin = o.pin(&main, "ds.0123456789abcdef").await.unwrap();
+        assert_eq!(pin.ref_name, "tether.ds.0123456789abcdef");
+
+        let a = "tether.ws.ds.a";
+        assert_eq!(
+            o.fork(&Target::Pinned(pin.clone()), a, &Expected::Absent)
+                .await
+                .unwrap(),
+            a
+        );
+        assert_eq!(
+            o.fingerprint(Some(a)).await.unwrap(),
+            main,
+            "untouched fork"
+        );
+        py(
+            "out(append(branch(sys.argv[1], sys.argv[2]), [7]))",
+            &[s(&uri), a],
+        );
+        let on_a = o.fingerprint(Some(a)).await.unwrap();
+        assert_eq!(on_a["branch"], a);
+        assert_eq!(on_a["version"], 3);
+        let a_pin = o.pin(&on_a, "ds.1111111111111111").await.unwrap();
+
+        // A branch of the branch: its data comes from main and from a.
+        let b = "tether.ws.ds.b";
+        o.fork(&Target::Recorded(on_a.clone()), b, &Expected::Absent)
+            .await
+            .unwrap();
+        let seen = py(
+            r#"
+uri, b = sys.argv[1], sys.argv[2]
+before = rows(branch(uri, b))
+append(branch(uri, b), [8])
+out({"before": before, "after": rows(branch(uri, b)), "branches": branches(uri)})
+"#,
+            &[s(&uri), b],
+        );
+        assert_eq!(seen["before"], json!([1, 2, 3, 4, 7]));
+        assert_eq!(seen["after"], json!([1, 2, 3, 4, 7, 8]));
+        assert_eq!(seen["branches"], json!([a, b]));
+        let on_b = o.fingerprint(Some(b)).await.unwrap();
+        assert_eq!(o.ancestor_of(&main, &on_b).await.unwrap(), Some(true));
+        assert_eq!(o.ancestor_of(&on_a, &on_b).await.unwrap(), Some(true));
+        assert_eq!(o.ancestor_of(&on_b, &main).await.unwrap(), Some(false));
+        let report = o.verify(&on_b, None, true).await.unwrap();
+        assert_eq!(
+            report.status,
+            tether::plugin::VerifyStatus::Ok,
+            "{report:?}"
+        );
+
+        // `a` is referenced by our tag and by `b`: Lance cannot delete it.
+        let refused = o.delete_working_ref(a).await.unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("referenced by tags tether.ds.1111111111111111"),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains(b), "{refused}");
+        o.delete_working_ref(b).await.unwrap();
+        // Only what tether cannot release blocks a gc: our pin does not.
+        assert_eq!(o.working_ref_blockers(a).await.unwrap(), None);
+        py(
+            "lance.dataset(sys.argv[1]).tags.create('theirs', (sys.argv[2], 3)); out(True)",
+            &[s(&uri), a],
+        );
+        let blocker = o
+            .working_ref_blockers(a)
+            .await
+            .unwrap()
+            .expect("a foreign tag blocks");
+        assert!(blocker.contains("theirs"), "{blocker}");
+
+        // Resetting `a` to main: it cannot be deleted, so `a.2` is made.
+        let made = o
+            .fork(&Target::Pinned(pin.clone()), a, &Expected::At(on_a.clone()))
+            .await
+            .unwrap();
+        assert_eq!(made, format!("{a}.2"));
+        assert_eq!(o.fingerprint(Some(&made)).await.unwrap(), main);
+        assert_eq!(o.fingerprint(Some(a)).await.unwrap(), on_a, "a is kept");
+        let listed = py("out(branches(sys.argv[1]))", &[s(&uri)]);
+        assert_eq!(listed, json!([a, made]));
+        let stale = o
+            .fork(&Target::Pinned(pin.clone()), a, &Expected::Absent)
+            .await;
+        assert!(matches!(stale, Err(BackendError::RefMoved(_))), "{stale:?}");
+
+        // History: newest first, operations and tags named.
+        let h = o.history(Some(a), 10).await.unwrap();
+        assert_eq!(h[0].id, format!("{a}@3"));
+        assert_eq!(h[0].message, "append");
+        assert!(h[0].refs.contains(&a_pin.ref_name), "{h:?}");
+        assert_eq!(h[1].message, "clone");
+        let h = o.history(None, 10).await.unwrap();
+        let ids: Vec<&str> = h.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["2", "1"]);
+        assert_eq!(h[1].message, "overwrite");
+        assert!(h[0].refs.contains(&pin.ref_name), "{h:?}");
+    });
+}
+
+/// What the conformance harness writes (an empty table, then a version
+/// adding a column) is a dataset pylance opens and appends to; and a
+/// dataset in Lance's older manifest naming scheme is read as well.
+#[test]
+fn harness_datasets_and_v1_manifest_names_are_lances() {
+    let tmp = tempfile::tempdir().unwrap();
+    tether_testkit::block_on(async {
+        let p = plugin().await;
+        let scratch = tmp.path().join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        let harness = p.harness(s(&scratch), &json!({})).unwrap();
+        let locator = harness.new_object().await.unwrap();
+        harness.mutate(&locator, None).await.unwrap();
+        let uri = locator["uri"].as_str().unwrap();
+        let seen = py(
+            r#"
+uri = sys.argv[1]
+ds = lance.dataset(uri)
+before = (ds.version, ds.schema.names, ds.count_rows())
+ds = lance.write_dataset(pa.table({"id": pa.array([1], pa.int64()), "c2": pa.array([2], pa.int64())}),
+                         uri, mode="append")
+out({"before": before, "after": [ds.version, ds.count_rows()]})
+"#,
+            &[uri],
+        );
+        assert_eq!(seen["before"], json!([2, ["id", "c2"], 0]), "{seen}");
+        assert_eq!(seen["after"], json!([3, 1]), "{seen}");
+        let o = harness.object(&locator);
+        assert_eq!(
+            o.fingerprint(None).await.unwrap(),
+            json!({"branch": "main", "version": 3})
+        );
+
+        let v1 = tmp.path().join("v1.lance");
+        py(
+            r#"
+lance.write_dataset(table([1]), sys.argv[1], enable_v2_manifest_paths=False)
+out(append(sys.argv[1], [2]))
+"#,
+            &[s(&v1)],
+        );
+        assert!(v1.join("_versions").join("2.manifest").is_file());
+        let o = p.object(&json!({ "uri": s(&v1) }), &json!({}));
+        let state = o.fingerprint(None).await.unwrap();
+        assert_eq!(state, json!({"branch": "main", "version": 2}));
+        let pin = o.pin(&state, "ds.2222222222222222").await.unwrap();
+        let read = py(
+            "out(rows(lance.dataset(sys.argv[1], version=sys.argv[2])))",
+            &[s(&v1), &pin.ref_name],
+        );
+        assert_eq!(read, json!([1, 2]));
+        let h = o.history(None, 10).await.unwrap();
+        assert_eq!(h.len(), 2);
+        let d = o
+            .diff(&json!({"branch": "main", "version": 1}), &state, None, None)
+            .await
+            .unwrap();
+        assert_eq!((d.added, d.removed), (1, 0), "{d:?}");
+    });
+}
+
+/// The bookmark story on `s3://` (the local S3 server, moto): pylance
+/// writes through its S3 client, tether through the host's with the
+/// endpoint and keys in `.tether/secrets.toml`; pylance reads our tag,
+/// appends on our branch, and sees `drop` remove it.
+#[test]
+fn s3_pins_and_branches_interoperate_with_python() {
+    let server = tether_testkit::S3Server::start("lance-story");
+    let uri = format!("s3://{}/tables/features.lance", server.bucket());
+    let opts = json!({
+        "aws_endpoint": server.endpoint(),
+        "aws_access_key_id": tether_testkit::S3_ACCESS_KEY_ID,
+        "aws_secret_access_key": tether_testkit::S3_SECRET_ACCESS_KEY,
+        "aws_region": tether_testkit::S3_REGION,
+        "allow_http": "true",
+        "aws_virtual_hosted_style_request": "false",
+    });
+    let py = |script: &str, args: &[&str]| py_on(Some(&opts), script, args);
+    py(
+        "lance.write_dataset(table([1, 2, 3]), sys.argv[1], storage_options=OPTS); \
+         out(append(sys.argv[1], [4]))",
+        &[&uri],
+    );
+    let d = Dataset::init();
+    d.write_secrets(&server.secrets_toml());
+    d.ok(&["add", "features", &uri, "--kind", "lance"]);
+    d.ok(&["commit", "-m", "on s3"]);
+    let tag = pin_tag(&d, "features");
+    let seen = py(
+        "out({'tags': tags(sys.argv[1]), 'rows': rows(open_ds(sys.argv[1], sys.argv[2]))})",
+        &[&uri, &tag],
+    );
+    assert_eq!(
+        seen["tags"],
+        json!({ tag.clone(): {"branch": null, "version": 2} })
+    );
+    assert_eq!(seen["rows"], json!([1, 2, 3, 4]));
+
+    d.ok(&["new", "-b", "relabel"]);
+    let opened = json_of(&d.ok(&["open", "features", "--json"]));
+    let (at_uri, name) = opened["address"].as_str().unwrap().split_once('#').unwrap();
+    assert_eq!(at_uri, uri);
+    let written = py(
+        "append(branch(sys.argv[1], sys.argv[2]), [10]); out(rows(branch(sys.argv[1], sys.argv[2])))",
+        &[&uri, name],
+    );
+    assert_eq!(written, json!([1, 2, 3, 4, 10]));
+    d.ok(&["commit", "-m", "relabel on s3"]);
+    let branch_tag = pin_tag(&d, "features");
+    let read = py(
+        "out(rows(open_ds(sys.argv[1], sys.argv[2])))",
+        &[&uri, &branch_tag],
+    );
+    assert_eq!(read, json!([1, 2, 3, 4, 10]));
+    d.ok(&["verify", "--all-history", "--deep"]);
+    d.ok(&["drop", "relabel", "--no-dry-run"]);
+    let after = py(
+        "out({'b': branches(sys.argv[1]), 't': sorted(tags(sys.argv[1]))})",
+        &[&uri],
+    );
+    assert_eq!(after, json!({"b": [], "t": [tag]}));
 }
