@@ -652,11 +652,36 @@ out({"before": before, "after": rows(branch(uri, b)), "branches": branches(uri)}
         assert_eq!(o.fingerprint(Some(&made)).await.unwrap(), main);
         assert_eq!(o.fingerprint(Some(a)).await.unwrap(), on_a, "a is kept");
         let listed = py("out(branches(sys.argv[1]))", &[s(&uri)]);
-        assert_eq!(listed, json!([a, made]));
+        assert_eq!(listed, json!([a, made.clone()]));
         let stale = o
             .fork(&Target::Pinned(pin.clone()), a, &Expected::Absent)
             .await;
         assert!(matches!(stale, Err(BackendError::RefMoved(_))), "{stale:?}");
+        // Resetting a branch onto one of its own versions keeps it too.
+        py(
+            "out(append(branch(sys.argv[1], sys.argv[2]), [9]))",
+            &[s(&uri), &made],
+        );
+        let on_made = o.fingerprint(Some(&made)).await.unwrap();
+        py(
+            "out(append(branch(sys.argv[1], sys.argv[2]), [10]))",
+            &[s(&uri), &made],
+        );
+        let again = o
+            .fork(
+                &Target::Recorded(on_made.clone()),
+                &made,
+                &Expected::Unconditional,
+            )
+            .await
+            .unwrap();
+        assert_eq!(again, format!("{made}.2"));
+        assert_eq!(o.fingerprint(Some(&again)).await.unwrap(), on_made);
+        let rows = py(
+            "out(rows(branch(sys.argv[1], sys.argv[2])))",
+            &[s(&uri), &again],
+        );
+        assert_eq!(rows, json!([1, 2, 3, 4, 9]));
 
         // History: newest first, operations and tags named.
         let h = o.history(Some(a), 10).await.unwrap();

@@ -40,7 +40,8 @@
 //!   for a reset), so of several racing forks exactly one wins
 //!   (`CONDITIONAL_REF`); the clone manifest follows. Lance refuses to delete
 //!   a branch that a tag or another branch references, so a reset of such a
-//!   branch forks `<name>.2`, `<name>.3`, ... instead and returns that name.
+//!   branch (or one onto a version of the branch itself) forks `<name>.2`,
+//!   `<name>.3`, ... instead and returns that name; the engine records it.
 //! - Lance cannot move a branch head onto another branch: no `PROMOTE` and
 //!   no `MERGE`; `promote` refuses with what to do instead.
 //!
@@ -423,7 +424,10 @@ impl LanceBackend {
             if head.as_ref() == Some(src_state) {
                 return Ok(Forked::Done);
             }
-            if head.is_some() && delete_blockers(t, name, true)?.is_some() {
+            // A reset deletes the branch's tree: not when the source lives
+            // on it (its versions would go), nor when tags or other branches
+            // reference it (Lance's rule).
+            if head.is_some() && (src.branch == name || delete_blockers(t, name, true)?.is_some()) {
                 return Ok(Forked::Blocked);
             }
             let mut mapping = if src.branch == "main" {
@@ -433,6 +437,8 @@ impl LanceBackend {
             };
             mapping.push((src.version, hex::encode(format::uuid4()?)));
             let file = point_file(t, src)?;
+            // Read before anything is claimed or deleted.
+            let parent = t.read(&file)?;
             let contents = Branch {
                 parent_branch: src.tag_branch(),
                 identifier: Some(IdentifierForm::Mapping(Identifier {
@@ -460,7 +466,6 @@ impl LanceBackend {
                 )));
             }
             t.delete_tree(name)?;
-            let parent = t.read(&file)?;
             let parent_branch = src.tag_branch();
             let from = clone::CloneSource {
                 branch: parent_branch.as_deref(),
