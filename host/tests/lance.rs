@@ -819,3 +819,48 @@ fn s3_pins_and_branches_interoperate_with_python() {
     );
     assert_eq!(after, json!({"b": [], "t": [tag]}));
 }
+
+/// A working branch a commit pinned cannot be reset in place (Lance keeps
+/// a tagged branch): `tether new --discard` on the bookmark re-forks as
+/// `<branch>.2`, the workspace records that name, `open` hands it out, and
+/// Python reads the pinned rows there while the old branch keeps its tag.
+#[test]
+fn a_pinned_branch_is_reforked_as_the_next_generation() {
+    let d = Dataset::init();
+    let uri = committed(&d);
+    d.ok(&["new", "-b", "relabel"]);
+    let opened = json_of(&d.ok(&["open", "features", "--json"]));
+    let (_, name) = opened["address"].as_str().unwrap().split_once('#').unwrap();
+    let name = name.to_owned();
+    py(
+        "out(append(branch(sys.argv[1], sys.argv[2]), [10]))",
+        &[s(&uri), &name],
+    );
+    d.ok(&["commit", "-m", "relabel"]);
+    let pinned = pin_tag(&d, "features");
+    // Writes nobody commits, then thrown away.
+    py(
+        "out(append(branch(sys.argv[1], sys.argv[2]), [11]))",
+        &[s(&uri), &name],
+    );
+    d.ok(&["new", "relabel", "--discard"]);
+    let opened = json_of(&d.ok(&["open", "features", "--json"]));
+    let (_, again) = opened["address"].as_str().unwrap().split_once('#').unwrap();
+    assert_eq!(again, format!("{name}.2"), "{opened}");
+    assert!(
+        d.workspace_text().contains(&format!("{name}.2")),
+        "{}",
+        d.workspace_text()
+    );
+    let seen = py(
+        "out({'new': rows(branch(sys.argv[1], sys.argv[2])), \
+              'old': rows(branch(sys.argv[1], sys.argv[3])), 'tags': tags(sys.argv[1])})",
+        &[s(&uri), again, &name],
+    );
+    assert_eq!(seen["new"], json!([1, 2, 3, 4, 10]), "{seen}");
+    assert_eq!(seen["old"], json!([1, 2, 3, 4, 10, 11]), "{seen}");
+    assert_eq!(seen["tags"][&pinned], json!({"branch": name, "version": 3}));
+    let status = d.ok(&["status", "--snapshot"]);
+    assert!(!status.contains("modified features"), "{status}");
+    d.ok(&["verify", "--all-history"]);
+}
