@@ -864,3 +864,34 @@ fn a_pinned_branch_is_reforked_as_the_next_generation() {
     assert!(!status.contains("modified features"), "{status}");
     d.ok(&["verify", "--all-history"]);
 }
+
+/// A version with indices is not forked (the clone would have to carry the
+/// index metadata): the refusal says how to make that branch with Lance,
+/// and nothing is written.
+#[test]
+fn forking_a_version_with_indices_is_refused_with_instructions() {
+    use tether::plugin::{BackendError, Expected, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let uri = tmp.path().join("indexed.lance");
+    python_dataset(&uri);
+    py(
+        "open_ds(sys.argv[1]).create_scalar_index('id', 'BTREE'); out(True)",
+        &[s(&uri)],
+    );
+    tether_testkit::block_on(async {
+        let p = plugin().await;
+        let o = p.object(&json!({ "uri": s(&uri) }), &json!({}));
+        let name = "tether.ws.ds.idx";
+        let refused = o.fork(&Target::Base, name, &Expected::Absent).await;
+        let Err(BackendError::Capability(message)) = refused else {
+            panic!("{refused:?}");
+        };
+        assert!(message.contains("has indices"), "{message}");
+        assert!(
+            message.contains(&format!("create_branch(\"{name}\", 3)")),
+            "{message}"
+        );
+        assert_eq!(o.list_working_refs().await.unwrap(), Vec::<String>::new());
+        assert!(!uri.join("tree").exists(), "nothing was written");
+    });
+}

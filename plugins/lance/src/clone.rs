@@ -105,9 +105,9 @@ pub fn clone_version(parent: &ManifestFile, from: &CloneSource, name: &str) -> R
     if m.index_section.is_some() {
         return Err(Error::Capability(format!(
             "{} has indices, which tether's lance backend does not carry onto a branch; \
-             create the branch with Lance (`ds.create_branch(NAME, VERSION)`) and take it \
+             create the branch with Lance (`ds.create_branch({name:?}, {})`) and take it \
              with `tether new --adopt`, or fork from a version without indices",
-            parent.key
+            parent.key, from.version
         )));
     }
     format::check_reader_flags(&parent.key, m.writer_feature_flags)?;

@@ -437,8 +437,16 @@ impl LanceBackend {
             };
             mapping.push((src.version, hex::encode(format::uuid4()?)));
             let file = point_file(t, src)?;
-            // Read before anything is claimed or deleted.
+            // Made before anything is claimed or deleted, so a refusal
+            // (indices, unknown writer flags) leaves the store as it was.
             let parent = t.read(&file)?;
+            let parent_branch = src.tag_branch();
+            let from = clone::CloneSource {
+                branch: parent_branch.as_deref(),
+                root_path: root_path(t, &src.branch),
+                version: src.version,
+            };
+            let new = clone::clone_version(&parent, &from, name)?;
             let contents = Branch {
                 parent_branch: src.tag_branch(),
                 identifier: Some(IdentifierForm::Mapping(Identifier {
@@ -466,13 +474,6 @@ impl LanceBackend {
                 )));
             }
             t.delete_tree(name)?;
-            let parent_branch = src.tag_branch();
-            let from = clone::CloneSource {
-                branch: parent_branch.as_deref(),
-                root_path: root_path(t, &src.branch),
-                version: src.version,
-            };
-            let new = clone::clone_version(&parent, &from, name)?;
             let root = format::branch_root(name);
             t.bucket.put(
                 &format!("{root}_transactions/{}", new.transaction_name),
