@@ -6,44 +6,12 @@
 
 mod common;
 
-use common::{describe, stdout_lines};
-
-fn icechunk_plugin() -> String {
-    let wasm = tether::plugin::builtin::build_dir().join("tether_plugin_icechunk.wasm");
-    assert!(
-        wasm.is_file(),
-        "{} is missing: build the host without TETHER_SKIP_PLUGIN_BUILD",
-        wasm.display()
-    );
-    wasm.to_str().expect("UTF-8 path").to_owned()
-}
-
 fn passes(extra: &[&str], groups: &[&str]) {
     passes_with_env(extra, &[], groups);
 }
 
 fn passes_with_env(extra: &[&str], env: &[(&str, String)], groups: &[&str]) {
-    let wasm = icechunk_plugin();
-    let mut args = vec![wasm.as_str()];
-    args.extend_from_slice(extra);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
-        .args(&args)
-        .env("TETHER_CACHE_DIR", common::cache_dir())
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .expect("run tether-conformance");
-    let text = describe(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let lines = stdout_lines(&out);
-    assert!(!lines.iter().any(|l| l.starts_with("FAIL  ")), "{text}");
-    for group in groups {
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("PASS  ") && l.contains(group)),
-            "no {group} checks passed\n{text}"
-        );
-    }
+    common::first_party_passes("tether_plugin_icechunk", extra, env, groups);
 }
 
 #[test]

@@ -95,10 +95,7 @@ fn dataset(server: &S3Server) -> Dataset {
 }
 
 fn write_secrets(d: &Dataset, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = d.root().join(".tether").join("secrets.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    d.write_secrets(text);
 }
 
 /// `tether ARGS` with no AWS variable in the environment, so only

@@ -129,7 +129,7 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     if let Some(r) = ws.working_refs.get(key) {
         return Ok(Some(r.clone()));
     }
-    let Some(name) = ws.pending_forks.get(key).cloned() else {
+    let Some(mut name) = ws.pending_forks.get(key).cloned() else {
         return Ok(None);
     };
     refuse_if_stale(repo, &ws)?;
@@ -186,7 +186,9 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
             }
             other => other,
         };
-        forked.map_err(|e| match e {
+        // The backend may have forked a later generation (`name.2`: Lance
+        // cannot reset a branch a tag references); record what it made.
+        let made = forked.map_err(|e| match e {
             BackendError::RefMoved(detail) => TetherError::refused(format!(
                 "{key}: branch {name} moved since `tether new` reviewed it ({detail})"
             ))
@@ -199,6 +201,7 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
             )),
             other => TetherError::backend(key, other),
         })?;
+        name = made;
         op.progress(json!({
             "forked": key,
             "ref": name,
@@ -288,13 +291,15 @@ pub fn content_of(state: &Value, descriptor: &Descriptor) -> Value {
 /// Run every `fork` action of a plan concurrently, journaling a progress
 /// record (`forked`, `ref`, `created`, `reset_from`) for each that landed:
 /// what `undo` reads to delete a branch an operation created. Returns the
-/// keys that forked and the failures by key; the rest landed either way.
+/// keys that forked with the branch each made (a backend may make a later
+/// generation of the name asked for) and the failures by key; the rest
+/// landed either way.
 pub async fn apply_forks(
     repo: &Repo,
     plan: &crate::plan::Plan,
     manifests: &BTreeMap<String, Manifest>,
     op: &mut crate::oplog::OpHandle,
-) -> Result<(BTreeSet<String>, Vec<(String, BackendError)>)> {
+) -> Result<(BTreeMap<String, String>, Vec<(String, BackendError)>)> {
     let forks: Vec<&crate::plan::Action> = plan
         .actions
         .iter()
@@ -313,7 +318,7 @@ pub async fn apply_forks(
             client.fork(&source, &name, &expected).await
         }));
     }
-    let mut forked = BTreeSet::new();
+    let mut forked = BTreeMap::new();
     let mut failures = Vec::new();
     for (k, r) in crate::plugin::fan_out(calls).await.results {
         match r {
@@ -328,7 +333,7 @@ pub async fn apply_forks(
                     "created": !a.params.contains_key("reset_from"),
                     "reset_from": a.params.get("reset_from"),
                 }))?;
-                forked.insert(k);
+                forked.insert(k, name);
             }
             Err(e) => failures.push((k, e)),
         }

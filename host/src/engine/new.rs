@@ -846,8 +846,8 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             .cloned();
         let state = manifests.get(&k).and_then(|m| m.state.clone());
         let how = match a.verb.as_str() {
-            verb::FORK if forked.contains(&k) => {
-                ws.working_refs.insert(k.clone(), a.target.clone());
+            verb::FORK if forked.contains_key(&k) => {
+                ws.working_refs.insert(k.clone(), forked[&k].clone());
                 if a.params.contains_key("reset_from") {
                     SetUp::Reset
                 } else {
@@ -874,8 +874,8 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
             verb::SHARE => {
                 // Follows its leader: made, deferred, or failed with it.
                 let leader = a.params.get("leader").and_then(Value::as_str).unwrap_or("");
-                if ws.working_refs.contains_key(leader) || forked.contains(leader) {
-                    ws.working_refs.insert(k.clone(), a.target.clone());
+                if let Some(made) = ws.working_refs.get(leader).or(forked.get(leader)) {
+                    ws.working_refs.insert(k.clone(), made.clone());
                 } else if ws.pending_forks.contains_key(leader)
                     || plan
                         .actions
@@ -926,7 +926,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
         (Some(b), true) => format!("on {b}"),
         (Some(b), false) => format!(
             "on {b}: forked {}",
-            forked.iter().cloned().collect::<Vec<_>>().join(", ")
+            forked.keys().cloned().collect::<Vec<_>>().join(", ")
         ),
     };
     finish(

@@ -277,17 +277,18 @@ pub async fn apply(repo: &Repo, plan: &Plan) -> Result<RestoreReport> {
     for a in plan
         .actions
         .iter()
-        .filter(|a| a.verb == verb::FORK && forked.contains(&a.key))
+        .filter(|a| a.verb == verb::FORK && forked.contains_key(&a.key))
     {
         let k = a.key.clone();
+        let made = forked[&k].clone();
         ws.pending_forks.remove(&k);
         ws.pending_resets.remove(&k);
-        ws.working_refs.insert(k.clone(), a.target.clone());
+        ws.working_refs.insert(k.clone(), made.clone());
         if let Some(s) = a.params.get("state").and_then(Value::as_object) {
             ws.fork_points.insert(k.clone(), s.clone());
         }
         super::snapshot::invalidate(&mut ws, [&k]);
-        report.working_refs.insert(k.clone(), a.target.clone());
+        report.working_refs.insert(k.clone(), made);
         report
             .states
             .insert(k, a.params.get("state").cloned().unwrap_or(Value::Null));

@@ -707,6 +707,16 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// Write `.tether/secrets.toml` (mode 0600, as tether requires).
+    pub fn write_secrets(&self, text: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = self.root().join(".tether").join("secrets.toml");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
 // ---- Undo support (`undo.rs`): the checkout's per-workspace file, its git
 // branch, and its operation log -------------------------------------------
 
