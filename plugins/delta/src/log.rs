@@ -167,7 +167,7 @@ fn z85_decode(text: &str) -> Option<Vec<u8>> {
     const ALPHABET: &[u8] =
         b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
     let bytes = text.as_bytes();
-    if bytes.len() % 5 != 0 {
+    if !bytes.len().is_multiple_of(5) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 5 * 4);
@@ -475,9 +475,12 @@ impl Listing {
 // ---------------------------------------------------------------------------
 // Reading the log
 
+/// A file as the caches know it: its URI and etag.
+type FileId = (String, String);
+
 thread_local! {
-    static COMMITS: RefCell<HashMap<(String, String), Rc<Commit>>> = RefCell::default();
-    static CHECKPOINTS: RefCell<HashMap<Vec<(String, String)>, Rc<Commit>>> = RefCell::default();
+    static COMMITS: RefCell<HashMap<FileId, Rc<Commit>>> = RefCell::default();
+    static CHECKPOINTS: RefCell<HashMap<Vec<FileId>, Rc<Commit>>> = RefCell::default();
 }
 
 /// A table's log: the bucket at its root.
@@ -586,7 +589,7 @@ impl Log {
 
     /// A checkpoint's actions, as one commit (cached by keys and etags).
     fn checkpoint(&self, version: u64, files: &[ObjectMeta]) -> Result<Rc<Commit>> {
-        let id: Vec<(String, String)> = files
+        let id: Vec<FileId> = files
             .iter()
             .map(|m| (format!("{}/{}", self.uri, m.key), m.etag.clone()))
             .collect();
