@@ -38,7 +38,7 @@ async fn every_builtin_plugin_passes_conformance() {
     let plugins = builtin::load_all(&runtime).await.unwrap();
     let kinds: BTreeSet<&str> = plugins.iter().map(|p| p.kind()).collect();
     // The ones this test was written with; any later one is covered too.
-    for kind in ["file", "git", "icechunk", "lance", "memory"] {
+    for kind in ["delta", "file", "git", "icechunk", "lance", "memory"] {
         assert!(kinds.contains(kind), "{kind} is not built in: {kinds:?}");
     }
     for plugin in &plugins {

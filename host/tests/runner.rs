@@ -14,6 +14,7 @@ mod cli_frame;
 mod cli_gaps;
 mod commit_rollback;
 mod crash;
+mod delta;
 mod file_plugin;
 mod file_s3;
 mod git_plugin;
