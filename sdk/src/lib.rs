@@ -26,6 +26,8 @@
 //!   and conditional-put helpers.
 //! - [`tree`]: local directories walked, stat'ed and hashed natively by the
 //!   host (locator keys named in `tree_keys`).
+//! - [`sql`]: databases the host connects to for the plugin
+//!   ([`sql::Connection`], since 0.1.3; keys named by [`DescribeNet`]).
 //! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
 //! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
 //!
@@ -126,6 +128,7 @@ pub mod harness;
 pub mod json;
 pub mod kit;
 pub mod log;
+pub mod sql;
 pub mod storage;
 pub mod tree;
 
