@@ -20,7 +20,7 @@ mod git_guard;
 mod host;
 pub mod registry;
 mod runtime;
-mod sql;
+pub mod sql;
 pub mod storage;
 pub mod tree;
 mod types;
@@ -34,6 +34,7 @@ pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
     parse_descriptor,
 };
+pub use sql::{SqlGrants, SqlLimits};
 pub use types::{
     Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, HttpGrant,
     ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
