@@ -124,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) plugin: Arc<Plugin>,
     /// Every check works under `<scratch_root>/<check name>/<n>`.
     pub(crate) scratch_root: String,
+    /// The SQL scratch granted to the harness and its objects.
+    pub(crate) sql_scratch: Option<String>,
     pub(crate) config: Value,
     pub(crate) dataset: String,
     /// The capabilities under test.
@@ -160,10 +162,15 @@ impl Ctx {
     fn harness(&self) -> Result<HarnessClient, Problem> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let uri = format!("{}/{}/{n}", self.shared.scratch_root, self.check);
-        self.shared
+        let harness = self
+            .shared
             .plugin
             .harness(&uri, &self.shared.config)
-            .step("opening the harness")
+            .step("opening the harness")?;
+        Ok(match &self.shared.sql_scratch {
+            Some(address) => harness.with_sql_scratch(address),
+            None => harness,
+        })
     }
 
     /// A fresh system with a `main` branch (`harness.new-object`).

@@ -64,6 +64,10 @@ pub struct Options {
     pub only: Vec<String>,
     /// Where the harness makes its systems.
     pub scratch: Scratch,
+    /// A database address the harness (and the objects it makes) may open
+    /// under each of the plugin's `sql-keys` the locator leaves unset
+    /// (`--scratch postgres://...`); the host keeps its password.
+    pub sql_scratch: Option<String>,
     /// The `[backends.<kind>]` configuration passed to every call.
     pub config: Value,
     /// The dataset id pin ids are computed with and stores are created for.
@@ -80,6 +84,7 @@ impl Default for Options {
         Options {
             only: Vec::new(),
             scratch: Scratch::TempDir,
+            sql_scratch: None,
             config: json!({}),
             dataset: DEFAULT_DATASET.to_string(),
             jobs: 4,
@@ -109,6 +114,22 @@ pub fn parse_capability(name: &str) -> Result<String, Error> {
     Capability::from_name(&upper)
         .map(|c| c.as_str().to_owned())
         .ok_or_else(|| Error::UnknownCapability(name.to_string()))
+}
+
+/// Whether a `--scratch` value is a database address (for the harness's
+/// SQL scratch) rather than a storage URI.
+pub fn is_sql_address(uri: &str) -> bool {
+    let scheme = uri
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let family = scheme.split('+').next().unwrap_or_default();
+    uri.contains(':')
+        && matches!(
+            family,
+            "postgres" | "postgresql" | "mysql" | "mariadb" | "sqlite"
+        )
 }
 
 /// Run the suite against `plugin`.
@@ -158,6 +179,7 @@ pub async fn run_with(
     let shared = Arc::new(Shared {
         plugin: plugin.clone(),
         scratch_root,
+        sql_scratch: options.sql_scratch.clone(),
         config: options.config.clone(),
         dataset: options.dataset.clone(),
         capabilities: declared.clone(),

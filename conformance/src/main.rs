@@ -34,9 +34,13 @@ struct Cli {
     /// directory. An `s3://` scratch takes its credentials, region and
     /// endpoint from the environment (AWS_ACCESS_KEY_ID,
     /// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL,
-    /// AWS_ALLOW_HTTP), as tether's last resolution level does.
+    /// AWS_ALLOW_HTTP), as tether's last resolution level does. Repeatable:
+    /// a database address (`postgres://user:pw@host/db`, `mysql://...`,
+    /// `sqlite:///abs/file.db`) is granted to the harness and its objects
+    /// under each of the plugin's SQL keys (describe-net) the locator leaves
+    /// unset, its password kept by the host.
     #[arg(long, value_name = "URI")]
-    scratch: Option<String>,
+    scratch: Vec<String>,
     /// The `[backends.<kind>]` configuration, as JSON.
     #[arg(long, value_name = "JSON", default_value = "{}", value_parser = parse_json)]
     config: serde_json::Value,
@@ -110,9 +114,19 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         .load_file(&cli.plugin)
         .await
         .context("cannot load the plugin")?;
+    let (sql, storage): (Vec<String>, Vec<String>) = cli
+        .scratch
+        .into_iter()
+        .partition(|s| tether_conformance::is_sql_address(s));
+    anyhow::ensure!(storage.len() <= 1, "at most one storage --scratch");
+    anyhow::ensure!(sql.len() <= 1, "at most one database --scratch");
     let options = Options {
         only: cli.only,
-        scratch: cli.scratch.map_or(Scratch::TempDir, Scratch::Uri),
+        scratch: storage
+            .into_iter()
+            .next()
+            .map_or(Scratch::TempDir, Scratch::Uri),
+        sql_scratch: sql.into_iter().next(),
         config: cli.config,
         dataset: cli.dataset,
         jobs: cli.jobs,

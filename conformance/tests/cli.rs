@@ -174,3 +174,36 @@ fn a_plugin_without_harness_exits_1() {
         "{text}"
     );
 }
+
+#[test]
+fn a_sql_plugin_passes_with_a_database_scratch_whose_password_stays_with_the_host() {
+    let pg = tether_testkit::Postgres::start();
+    let wasm = test_plugin("sql_probe");
+    let dir = tempfile::tempdir().unwrap();
+    let url = pg.url("postgres");
+    let out = conformance(&[
+        wasm.to_str().unwrap(),
+        "--json",
+        "--scratch",
+        dir.path().to_str().unwrap(),
+        "--scratch",
+        &url,
+    ]);
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains(tether_testkit::Postgres::PASSWORD), "{text}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "fingerprint.stable" && c["status"] == "pass"),
+        "{text}"
+    );
+    // The harness really made its tables in the scratch database.
+    let tables = pg.psql(
+        "postgres",
+        "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'probe_%'",
+    );
+    assert_ne!(tables.trim(), "0", "{text}");
+}

@@ -25,6 +25,7 @@ use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
 use super::runtime::Plugin;
+use super::sql::{SqlAccess, SqlGrants};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
@@ -98,6 +99,8 @@ pub struct ObjectClient {
     s3: Option<S3Resolution>,
     /// The dataset's checkout, which no preopened directory may overlap.
     checkout: Option<PathBuf>,
+    /// The SQL connections this object's calls may open (`describe-net`).
+    sql: Arc<SqlGrants>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -108,6 +111,7 @@ struct Access {
     /// Settings the `s3://` grants open with; `None`: the environment's.
     s3: Option<S3Resolution>,
     fs: Vec<String>,
+    sql: Arc<SqlGrants>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -130,7 +134,10 @@ impl Plugin {
     /// (its `[objects."<key>"]` entry): values under the plugin's filesystem
     /// keys override the locator's for the directories preopened
     /// (`fs_grants`), and reach the plugin in its config under the same key.
-    /// Nothing else of the entry enters the sandbox.
+    /// Database addresses under its `sql-keys` are looked up in the locator,
+    /// then the entry, then `config` ([`SqlGrants::resolve`]); the plugin's
+    /// copies of them lose their passwords. Nothing else of the entry enters
+    /// the sandbox.
     pub fn object_with_secrets(
         self: &Arc<Self>,
         locator: &Value,
@@ -150,9 +157,11 @@ impl Plugin {
                 }
             }
         }
+        let mut plugin_locator = locator.clone();
+        let sql = SqlGrants::resolve(self.sql_keys(), &mut plugin_locator, &mut config, secret);
         ObjectClient {
             plugin: self.clone(),
-            locator: json_in(locator),
+            locator: json_in(&plugin_locator),
             config: json_in(&config),
             grants: values(&self.descriptor().storage_keys),
             // Local paths only: `TreeGrants` grants nothing for a relative
@@ -166,6 +175,7 @@ impl Plugin {
             hash_cache: None,
             s3: None,
             checkout: None,
+            sql: Arc::new(sql),
         }
     }
 
@@ -195,6 +205,7 @@ impl Plugin {
             plugin: self.clone(),
             scratch: scratch_uri.to_string(),
             config: json_in(config),
+            sql_scratch: None,
         })
     }
 }
@@ -205,14 +216,38 @@ pub struct HarnessClient {
     plugin: Arc<Plugin>,
     scratch: String,
     config: String,
+    /// A database address the harness gets under each of the plugin's
+    /// `sql-keys` the locator does not name (conformance's SQL scratch).
+    sql_scratch: Option<String>,
 }
 
 impl HarnessClient {
+    /// Grant `address` (a database address, its password kept by the host)
+    /// to the harness's calls and its objects' under each of the plugin's
+    /// `sql-keys` that the locator leaves unset.
+    pub fn with_sql_scratch(mut self, address: &str) -> Self {
+        self.sql_scratch = Some(address.to_string());
+        self
+    }
+
+    /// The config a call of the harness or one of its objects resolves
+    /// its SQL grants from: the SQL scratch under every `sql-key` unset.
+    fn sql_config(&self) -> Value {
+        let mut config: Value = serde_json::from_str(&self.config).unwrap_or_default();
+        if let (Some(address), Value::Object(map)) = (&self.sql_scratch, &mut config) {
+            for key in self.plugin.sql_keys() {
+                map.entry(key.clone())
+                    .or_insert_with(|| Value::String(address.clone()));
+            }
+        }
+        config
+    }
+
     /// Make a fresh system under the scratch URI; returns its locator.
     pub async fn new_object(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -230,7 +265,7 @@ impl HarnessClient {
     ) -> Result<(), BackendError> {
         run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             &json_in(locator),
             self.access(),
             self.scratch_tree(),
@@ -244,7 +279,7 @@ impl HarnessClient {
     pub async fn fresh_locator(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -257,16 +292,40 @@ impl HarnessClient {
     /// A client for an object the harness made, with the scratch URI granted
     /// besides what the locator names.
     pub fn object(&self, locator: &Value) -> ObjectClient {
-        let mut client = self
-            .plugin
-            .object(locator, &Value::Object(Default::default()));
-        client.config = self.config.clone();
+        let mut client = self.plugin.object(locator, &self.sql_config());
+        if self.sql_scratch.is_some() {
+            // The harness wrote the scratch's address into the locator as it
+            // saw it, without the password: the host still has it.
+            let scratch = self.scratch_sql_grants();
+            client.sql = Arc::new((*client.sql).clone().with_passwords_of(&scratch));
+        }
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
         if !self.plugin.filesystem_keys().is_empty() {
             client.fs_grants.push(self.scratch.clone());
         }
         client
+    }
+
+    /// The SQL grants of the harness's own calls, and the config they see.
+    fn scratch_sql(&self) -> (SqlGrants, String) {
+        let mut config = self.sql_config();
+        let grants = SqlGrants::resolve(
+            self.plugin.sql_keys(),
+            &mut Value::Object(Default::default()),
+            &mut config,
+            &Map::new(),
+        );
+        (grants, json_in(&config))
+    }
+
+    fn scratch_sql_grants(&self) -> SqlGrants {
+        self.scratch_sql().0
+    }
+
+    /// The config the harness's own calls are configured with.
+    fn harness_config(&self) -> String {
+        self.scratch_sql().1
     }
 
     /// The scratch URI as a storage grant, and as a preopened directory for
@@ -281,6 +340,7 @@ impl HarnessClient {
             storage: vec![self.scratch.clone()],
             s3: None,
             fs,
+            sql: Arc::new(self.scratch_sql_grants()),
         }
     }
 
@@ -393,7 +453,31 @@ impl ObjectClient {
             storage: self.grants.clone(),
             s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
+            sql: self.sql.clone(),
         }
+    }
+
+    /// Give this object's database addresses that hold no password one from
+    /// secrets.toml's `[uris."<prefix>"]` entry for the address (as
+    /// `uri_settings` finds it): `password`, or `password_env` naming an
+    /// environment variable. The plugin never sees it.
+    pub fn with_sql_uri_settings(
+        mut self,
+        uri_settings: impl Fn(&str) -> Option<Map<String, Value>>,
+    ) -> Self {
+        if !self.sql.is_empty() {
+            let grants = (*self.sql)
+                .clone()
+                .with_uri_settings(uri_settings, |v| std::env::var(v).ok());
+            self.sql = Arc::new(grants);
+        }
+        self
+    }
+
+    /// The connection names this object's calls may open, with their
+    /// addresses as the plugin sees them (no password).
+    pub fn sql_grants(&self) -> &SqlGrants {
+        &self.sql
     }
 
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
@@ -764,7 +848,7 @@ async fn run_inner_batch(
         locator,
         storage_grants(grants.storage, grants.s3),
         preopens,
-        tree,
+        (tree, grants.sql),
         calls,
     )
     .await;
@@ -808,11 +892,14 @@ async fn run_instance(
     locator: &str,
     grants: Grants,
     preopens: Preopens,
-    tree: Tree,
+    (tree, sql): (Tree, Arc<SqlGrants>),
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
     store.data_mut().set_tree(tree);
+    store
+        .data_mut()
+        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql));
     let s = &mut store;
     let backend = plugin
         .backend

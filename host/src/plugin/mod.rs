@@ -7,7 +7,7 @@
 //!   per object;
 //! - [`builtin`] holds the first-party plugins embedded in this binary;
 //! - [`registry`] resolves a dataset's pinned plugins and checks trust;
-//! - `storage` and `host` implement what plugins import.
+//! - `storage`, `tree`, `sql` and `host` implement what plugins import.
 
 mod bindings;
 pub mod builtin;
@@ -20,6 +20,7 @@ mod git_guard;
 mod host;
 pub mod registry;
 mod runtime;
+pub mod sql;
 pub mod storage;
 pub mod tree;
 mod types;
@@ -33,7 +34,8 @@ pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
     parse_descriptor,
 };
+pub use sql::{SqlGrants, SqlLimits};
 pub use types::{
-    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Target, VerifyReport, VerifyStatus,
+    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, HttpGrant,
+    ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
 };

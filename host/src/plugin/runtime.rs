@@ -16,13 +16,15 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use super::bindings::{
-    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, harness_iface,
+    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, describe_net_iface,
+    harness_iface,
 };
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
+use super::sql::SqlLimits;
 use super::storage::Grants;
-use super::types::{Capability, Descriptor, HOST_ABI};
+use super::types::{Capability, Descriptor, HOST_ABI, HttpGrant};
 
 /// How often the epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -38,6 +40,8 @@ pub struct RuntimeConfig {
     pub memory_limit: usize,
     /// How many plugin instances may be alive at once (pooling allocator).
     pub max_instances: u32,
+    /// The statement timeout and row cap of the `sql` capability.
+    pub sql: SqlLimits,
 }
 
 /// Instances alive at once by default: twice what one fan-out runs
@@ -49,7 +53,8 @@ const DEFAULT_MAX_INSTANCES: u32 = 2 * super::fanout::MAX_IN_FLIGHT as u32;
 
 impl Default for RuntimeConfig {
     /// Defaults, overridable by `TETHER_PLUGIN_TIMEOUT` (seconds),
-    /// `TETHER_PLUGIN_MEMORY` (MiB) and `TETHER_CACHE_DIR`.
+    /// `TETHER_PLUGIN_MEMORY` (MiB), `TETHER_CACHE_DIR`, and for `sql`
+    /// `TETHER_SQL_TIMEOUT` (seconds) and `TETHER_SQL_MAX_ROWS`.
     fn default() -> Self {
         let timeout = std::env::var("TETHER_PLUGIN_TIMEOUT")
             .ok()
@@ -67,6 +72,7 @@ impl Default for RuntimeConfig {
             call_timeout: timeout,
             memory_limit: memory_mib << 20,
             max_instances: DEFAULT_MAX_INSTANCES,
+            sql: SqlLimits::from_env(),
         }
     }
 }
@@ -133,6 +139,12 @@ pub struct Plugin {
     /// Locator keys naming directories to preopen (`describe-fs`, since
     /// 0.1.2); empty for a plugin without it, which gets no directory.
     filesystem_keys: Vec<String>,
+    /// What network access it asks for (`describe-net`, since 0.1.3); none
+    /// for a plugin without it.
+    http_grants: Vec<HttpGrant>,
+    sql_keys: Vec<String>,
+    /// The host capabilities the component imports ([`Plugin::host_imports`]).
+    host_imports: Vec<&'static str>,
     pub(crate) kind: Arc<str>,
     descriptor: Descriptor,
     digest: String,
@@ -280,6 +292,13 @@ impl Runtime {
         // failing to load, since nothing it exports is required.
         let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
         let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
+        let describe_net = describe_net_iface::GuestIndices::new(&pre).ok();
+        let import_names: Vec<String> = component
+            .component_type()
+            .imports(&shared.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let host_imports = host_imports(&import_names, describe_fs.is_some());
         let mut plugin = Plugin {
             shared: self.shared.clone(),
             pre,
@@ -287,6 +306,9 @@ impl Runtime {
             harness,
             describe_ext,
             filesystem_keys: Vec::new(),
+            http_grants: Vec::new(),
+            sql_keys: Vec::new(),
+            host_imports,
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
             digest: format!("sha256:{digest_hex}"),
@@ -329,6 +351,19 @@ impl Runtime {
                         source_name: source_name.clone(),
                         detail: e.to_string(),
                     })?;
+        }
+        // Likewise: every call's network grants depend on it.
+        if let Some(indices) = &describe_net {
+            let (http, sql) =
+                plugin
+                    .net_grants_raw(indices)
+                    .await
+                    .map_err(|e| PluginError::Describe {
+                        source_name: source_name.clone(),
+                        detail: e.to_string(),
+                    })?;
+            plugin.http_grants = http;
+            plugin.sql_keys = sql;
         }
         plugin.kind = Arc::from(descriptor.kind.as_str());
         plugin.descriptor = descriptor;
@@ -399,6 +434,48 @@ impl Plugin {
         ext.call_filesystem_keys(&mut store)
             .await
             .map_err(|e| self.fault(e, &store))
+    }
+
+    /// The host capabilities the component imports, of `storage`, `tree`,
+    /// `sql`, `wasi:http` and `filesystem` (`tether backends` shows them).
+    /// `filesystem` only for a plugin that also exports `describe-fs`: every
+    /// wasip2 program imports `wasi:filesystem`, and only those get a
+    /// directory.
+    pub fn host_imports(&self) -> &[&'static str] {
+        &self.host_imports
+    }
+
+    /// The origins this plugin may reach over `wasi:http`
+    /// (`describe-net.http-grants`, since 0.1.3); empty without it.
+    pub fn http_grants(&self) -> &[HttpGrant] {
+        &self.http_grants
+    }
+
+    /// Dotted keys whose values are database addresses it may open through
+    /// `sql` (`describe-net.sql-keys`, since 0.1.3); empty without it.
+    pub fn sql_keys(&self) -> &[String] {
+        &self.sql_keys
+    }
+
+    async fn net_grants_raw(
+        &self,
+        indices: &describe_net_iface::GuestIndices,
+    ) -> Result<(Vec<HttpGrant>, Vec<String>), BackendError> {
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
+        let net = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        let http = net
+            .call_http_grants(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        let sql = net
+            .call_sql_keys(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        Ok((http.into_iter().map(Into::into).collect(), sql))
     }
 
     async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
@@ -499,6 +576,22 @@ impl Plugin {
     }
 }
 
+/// The host capabilities among a component's import names
+/// (`tether:backend/sql@0.1.3`, `wasi:http/outgoing-handler@0.2.6`, ...).
+fn host_imports(names: &[String], describes_fs: bool) -> Vec<&'static str> {
+    let imports = |prefix: &str| names.iter().any(|n| n.starts_with(prefix));
+    [
+        ("storage", imports("tether:backend/storage@")),
+        ("tree", imports("tether:backend/tree@")),
+        ("sql", imports("tether:backend/sql@")),
+        ("wasi:http", imports("wasi:http/")),
+        ("filesystem", describes_fs && imports("wasi:filesystem/")),
+    ]
+    .into_iter()
+    .filter_map(|(name, yes)| yes.then_some(name))
+    .collect()
+}
+
 fn empty_descriptor() -> Descriptor {
     Descriptor {
         kind: String::new(),
@@ -570,7 +663,7 @@ fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
 }
 
 /// Same rule as wasmtime's linker and export lookup: `0.minor` versions are
-/// compatible across patches (a 0.1.0 plugin on this 0.1.2 host, and a 0.1.3
+/// compatible across patches (a 0.1.0 plugin on this 0.1.3 host, and a 0.1.4
 /// one too: whatever it adds is optional), other minors and majors are not.
 fn abi_compatible(abi: &str) -> bool {
     let parts = |v: &str| -> Option<(u64, u64)> {
