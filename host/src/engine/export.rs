@@ -655,11 +655,14 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Vec<Vec<Cell>>> {
     Ok(rows)
 }
 
+/// The rows of one table.
+type Rows = Vec<Vec<Cell>>;
+
 /// `listings` and `listing_entries` for the states that have a listing.
 fn listing_rows<'a>(
     repo: &Repo,
     states: impl Iterator<Item = &'a Arc<Derived>>,
-) -> Result<(Vec<Vec<Cell>>, Vec<Vec<Cell>>)> {
+) -> Result<(Rows, Rows)> {
     let dir = repo.layout.listings_dir();
     let mut listings = Vec::new();
     let mut entries = Vec::new();
