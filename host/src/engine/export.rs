@@ -658,6 +658,9 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
     Ok(rows)
 }
 
+/// The rows of one table.
+type Rows = Vec<Vec<Cell>>;
+
 /// `listings` and `listing_entries` for the states that have a listing.
 fn listing_rows<'a>(
     repo: &Repo,
