@@ -658,8 +658,6 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
     Ok(rows)
 }
 
-/// The rows of one table.
-type Rows = Vec<Vec<Cell>>;
 
 /// `listings` and `listing_entries` for the states that have a listing.
 fn listing_rows<'a>(
