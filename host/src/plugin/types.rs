@@ -16,6 +16,18 @@ pub const HOST_ABI: &str = tether_contract::ABI_VERSION;
 /// The capability names, one enum shared with the SDK and conformance.
 pub use tether_contract::Capability;
 
+/// One origin a plugin may send HTTP requests to (`describe-net`, since
+/// 0.1.3): see `wit/net.wit` for each field. Until that export is loaded
+/// (wt-net-sql), no plugin has any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpGrant {
+    pub url_key: String,
+    pub default_url: Option<String>,
+    pub token_key: Option<String>,
+    pub token_env_key: Option<String>,
+    pub default_token_env: Option<String>,
+}
+
 /// A native ref pinning a state (`tether.<pin_id>` or a later generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinRef {
