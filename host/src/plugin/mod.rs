@@ -7,8 +7,8 @@
 //!   per object;
 //! - [`builtin`] holds the first-party plugins embedded in this binary;
 //! - [`registry`] resolves a dataset's pinned plugins and checks trust;
-//! - `storage` and `host` implement what plugins import, `http` the policy
-//!   of their `wasi:http` requests.
+//! - `storage`, `tree`, `sql` and `host` implement what plugins import, `http`
+//!   the policy of their `wasi:http` requests.
 
 mod bindings;
 pub mod builtin;
@@ -22,6 +22,7 @@ mod host;
 mod http;
 pub mod registry;
 mod runtime;
+mod sql;
 pub mod storage;
 pub mod tree;
 mod types;
@@ -37,6 +38,6 @@ pub use runtime::{
     parse_descriptor,
 };
 pub use types::{
-    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Target, VerifyReport, VerifyStatus,
+    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, HttpGrant,
+    ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
 };
