@@ -26,6 +26,7 @@ mod immutable;
 mod inspect;
 mod interrupted;
 mod jj_vcs;
+mod net_http;
 mod pinning_loop;
 mod plugins_lifecycle;
 mod progress;
