@@ -21,9 +21,6 @@ pub struct BackendInfo {
     pub tier: Option<String>,
     /// Capability names in lowercase (`conditional_ref`), as the spec prints them.
     pub capabilities: Vec<String>,
-    /// The host interfaces the component imports (`storage`, `tree`, `log`,
-    /// `sql`, `http`): what it may ask for, each granted per object.
-    pub imports: Vec<String>,
     pub note: Option<String>,
     /// `built-in`, or the path of the component file.
     pub source: String,
@@ -46,7 +43,6 @@ fn row(p: &Plugin, pinned: bool) -> BackendInfo {
             .iter()
             .map(|c| c.to_ascii_lowercase())
             .collect(),
-        imports: p.imports().iter().map(|s| s.to_string()).collect(),
         note: (d.maturity == "experimental").then(|| {
             "experimental: tested against a fake of its service, not the service itself".to_string()
         }),
@@ -83,7 +79,6 @@ pub async fn list_for(repo: &Repo) -> Result<Vec<BackendInfo>> {
             maturity: None,
             tier: None,
             capabilities: Vec::new(),
-            imports: Vec::new(),
             note: Some(why.to_string()),
             source: "refused".to_string(),
             digest: repo.config.plugins[kind].digest.clone(),

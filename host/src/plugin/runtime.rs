@@ -553,28 +553,6 @@ impl Plugin {
         }
     }
 
-    /// The host interfaces the component imports, by short name (`storage`,
-    /// `tree`, `log`, `sql`, `http` for `wasi:http`), as `tether backends`
-    /// lists them: what it may ask for, not what a call is granted.
-    pub fn imports(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        let ty = self.pre.component().component_type();
-        for (name, _) in ty.imports(&self.shared.engine) {
-            let short = match name.split('@').next().unwrap_or(name) {
-                "tether:backend/storage" => "storage",
-                "tether:backend/tree" => "tree",
-                "tether:backend/log" => "log",
-                "tether:backend/sql" => "sql",
-                "wasi:http/outgoing-handler" => "http",
-                _ => continue,
-            };
-            if !out.contains(&short) {
-                out.push(short);
-            }
-        }
-        out
-    }
-
     pub(crate) fn kind_label(&self) -> String {
         if self.kind.is_empty() {
             self.source.to_string()
