@@ -457,10 +457,13 @@ fn through_the_cli_the_token_comes_from_the_environment_and_never_shows() {
         serde_json::from_value(row["imports"].clone()).unwrap()
     };
     assert!(
-        imports("http-probe").contains(&"http".to_string()),
+        imports("http-probe").contains(&"wasi:http".to_string()),
         "{rows:?}"
     );
-    assert!(!imports("memory").contains(&"http".to_string()), "{rows:?}");
+    assert!(
+        !imports("memory").contains(&"wasi:http".to_string()),
+        "{rows:?}"
+    );
     // Beside the trust `plugin add` wrote: the server, plain http allowed
     // for it, and the variable holding the token.
     let secrets = d.root().join(".tether/secrets.toml");

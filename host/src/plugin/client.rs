@@ -28,6 +28,7 @@ use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
 use super::http::{self, HttpAccess};
 use super::runtime::Plugin;
+use super::sql::{SqlAccess, SqlGrants};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
@@ -101,6 +102,8 @@ pub struct ObjectClient {
     s3: Option<S3Resolution>,
     /// The dataset's checkout, which no preopened directory may overlap.
     checkout: Option<PathBuf>,
+    /// The SQL connections this object's calls may open (`describe-net`).
+    sql: Arc<SqlGrants>,
     /// The origins its `wasi:http` requests may reach.
     http: Arc<HttpAccess>,
 }
@@ -113,6 +116,7 @@ struct Access {
     /// Settings the `s3://` grants open with; `None`: the environment's.
     s3: Option<S3Resolution>,
     fs: Vec<String>,
+    sql: Arc<SqlGrants>,
     http: Arc<HttpAccess>,
 }
 
@@ -138,8 +142,10 @@ impl Plugin {
     /// (`fs_grants`), and reach the plugin in its config under the same key;
     /// so do its values under the plugin's HTTP URL keys, which with the
     /// locator and config decide the origins its requests may reach
-    /// (`http.rs`). Nothing else of the entry enters the sandbox, and no HTTP
-    /// token does.
+    /// (`http.rs`). Database addresses under its `sql-keys` are looked up in
+    /// the locator, then the entry, then `config` ([`SqlGrants::resolve`]);
+    /// the plugin's copies of them lose their passwords. Nothing else of the
+    /// entry enters the sandbox, and no HTTP token does.
     pub fn object_with_secrets(
         self: &Arc<Self>,
         locator: &Value,
@@ -159,6 +165,8 @@ impl Plugin {
                 }
             }
         }
+        let mut plugin_locator = locator.clone();
+        let sql = SqlGrants::resolve(self.sql_keys(), &mut plugin_locator, &mut config, secret);
         let secret_value = Value::Object(secret.clone());
         for grant in self.http_grants() {
             if let Some(v) = http::lookup(&secret_value, &grant.url_key) {
@@ -176,7 +184,7 @@ impl Plugin {
         access.strip(&mut config);
         ObjectClient {
             plugin: self.clone(),
-            locator: json_in(locator),
+            locator: json_in(&plugin_locator),
             config: json_in(&config),
             grants: values(&self.descriptor().storage_keys),
             // Local paths only: `TreeGrants` grants nothing for a relative
@@ -190,6 +198,7 @@ impl Plugin {
             hash_cache: None,
             s3: None,
             checkout: None,
+            sql: Arc::new(sql),
             http: Arc::new(access),
         }
     }
@@ -219,33 +228,30 @@ impl Plugin {
         // The harness's configuration comes from whoever runs the
         // conformance suite, not from a clone: it may name origins, tokens
         // and `allow_http` as secrets.toml does.
-        let (config, http) = self.harness_http(&Value::Object(Map::new()), config);
+        let http = self.harness_http(&Value::Object(Map::new()), config);
         Ok(HarnessClient {
             plugin: self.clone(),
             scratch: scratch_uri.to_string(),
-            config: json_in(&config),
-            given: config,
+            config: json_in(config),
+            sql_scratch: None,
             http,
         })
     }
 }
 
 impl Plugin {
-    /// The HTTP access of a harness call on `locator`, and `config` as the
-    /// plugin gets it (no token).
-    fn harness_http(&self, locator: &Value, config: &Value) -> (Value, Arc<HttpAccess>) {
+    /// The HTTP access of a harness call on `locator`: `config` counts as
+    /// secrets.toml's.
+    fn harness_http(&self, locator: &Value, config: &Value) -> Arc<HttpAccess> {
         let secret = config.as_object().cloned().unwrap_or_default();
-        let access = HttpAccess::resolve(
+        Arc::new(HttpAccess::resolve(
             self.kind(),
             self.http_grants(),
             locator,
             config,
             &secret,
             |var| std::env::var(var).ok(),
-        );
-        let mut config = config.clone();
-        access.strip(&mut config);
-        (config, Arc::new(access))
+        ))
     }
 }
 
@@ -254,19 +260,44 @@ impl Plugin {
 pub struct HarnessClient {
     plugin: Arc<Plugin>,
     scratch: String,
-    /// The configuration as the plugin gets it (JSON), and as given (with
-    /// any token, for resolving an object's access).
+    /// The configuration as given (JSON, with any token or password: the
+    /// plugin gets it without them).
     config: String,
-    given: Value,
+    /// A database address the harness gets under each of the plugin's
+    /// `sql-keys` the locator does not name (conformance's SQL scratch).
+    sql_scratch: Option<String>,
+    /// The origins the harness's own calls may reach (`--config` naming
+    /// them, as secrets.toml would).
     http: Arc<HttpAccess>,
 }
 
 impl HarnessClient {
+    /// Grant `address` (a database address, its password kept by the host)
+    /// to the harness's calls and its objects' under each of the plugin's
+    /// `sql-keys` that the locator leaves unset.
+    pub fn with_sql_scratch(mut self, address: &str) -> Self {
+        self.sql_scratch = Some(address.to_string());
+        self
+    }
+
+    /// The config a call of the harness or one of its objects resolves
+    /// its SQL grants from: the SQL scratch under every `sql-key` unset.
+    fn sql_config(&self) -> Value {
+        let mut config: Value = serde_json::from_str(&self.config).unwrap_or_default();
+        if let (Some(address), Value::Object(map)) = (&self.sql_scratch, &mut config) {
+            for key in self.plugin.sql_keys() {
+                map.entry(key.clone())
+                    .or_insert_with(|| Value::String(address.clone()));
+            }
+        }
+        config
+    }
+
     /// Make a fresh system under the scratch URI; returns its locator.
     pub async fn new_object(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -284,7 +315,7 @@ impl HarnessClient {
     ) -> Result<(), BackendError> {
         run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             &json_in(locator),
             self.access(),
             self.scratch_tree(),
@@ -298,7 +329,7 @@ impl HarnessClient {
     pub async fn fresh_locator(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -311,17 +342,42 @@ impl HarnessClient {
     /// A client for an object the harness made, with the scratch URI granted
     /// besides what the locator names.
     pub fn object(&self, locator: &Value) -> ObjectClient {
-        let mut client = self
-            .plugin
-            .object(locator, &Value::Object(Default::default()));
-        client.config = self.config.clone();
-        client.http = self.plugin.harness_http(locator, &self.given).1;
+        let mut client = self.plugin.object(locator, &self.sql_config());
+        if self.sql_scratch.is_some() {
+            // The harness wrote the scratch's address into the locator as it
+            // saw it, without the password: the host still has it.
+            let scratch = self.scratch_sql_grants();
+            client.sql = Arc::new((*client.sql).clone().with_passwords_of(&scratch));
+        }
+        client.http = self.plugin.harness_http(locator, &self.sql_config());
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
         if !self.plugin.filesystem_keys().is_empty() {
             client.fs_grants.push(self.scratch.clone());
         }
         client
+    }
+
+    /// The SQL grants of the harness's own calls, and the config they see.
+    fn scratch_sql(&self) -> (SqlGrants, String) {
+        let mut config = self.sql_config();
+        let grants = SqlGrants::resolve(
+            self.plugin.sql_keys(),
+            &mut Value::Object(Default::default()),
+            &mut config,
+            &Map::new(),
+        );
+        self.http.strip(&mut config);
+        (grants, json_in(&config))
+    }
+
+    fn scratch_sql_grants(&self) -> SqlGrants {
+        self.scratch_sql().0
+    }
+
+    /// The config the harness's own calls are configured with.
+    fn harness_config(&self) -> String {
+        self.scratch_sql().1
     }
 
     /// The scratch URI as a storage grant, and as a preopened directory for
@@ -336,6 +392,7 @@ impl HarnessClient {
             storage: vec![self.scratch.clone()],
             s3: None,
             fs,
+            sql: Arc::new(self.scratch_sql_grants()),
             http: self.http.clone(),
         }
     }
@@ -445,8 +502,32 @@ impl ObjectClient {
             storage: self.grants.clone(),
             s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
+            sql: self.sql.clone(),
             http: self.http.clone(),
         }
+    }
+
+    /// Give this object's database addresses that hold no password one from
+    /// secrets.toml's `[uris."<prefix>"]` entry for the address (as
+    /// `uri_settings` finds it): `password`, or `password_env` naming an
+    /// environment variable. The plugin never sees it.
+    pub fn with_sql_uri_settings(
+        mut self,
+        uri_settings: impl Fn(&str) -> Option<Map<String, Value>>,
+    ) -> Self {
+        if !self.sql.is_empty() {
+            let grants = (*self.sql)
+                .clone()
+                .with_uri_settings(uri_settings, |v| std::env::var(v).ok());
+            self.sql = Arc::new(grants);
+        }
+        self
+    }
+
+    /// The connection names this object's calls may open, with their
+    /// addresses as the plugin sees them (no password).
+    pub fn sql_grants(&self) -> &SqlGrants {
+        &self.sql
     }
 
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
@@ -817,8 +898,7 @@ async fn run_inner_batch(
         locator,
         storage_grants(grants.storage, grants.s3),
         preopens,
-        tree,
-        grants.http,
+        (tree, grants.sql, grants.http),
         calls,
     )
     .await;
@@ -862,12 +942,14 @@ async fn run_instance(
     locator: &str,
     grants: Grants,
     preopens: Preopens,
-    tree: Tree,
-    http: Arc<HttpAccess>,
+    (tree, sql, http): (Tree, Arc<SqlGrants>, Arc<HttpAccess>),
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
     store.data_mut().set_tree(tree);
+    store
+        .data_mut()
+        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql));
     if !http.is_empty() {
         store.data_mut().set_http(http, plugin.shared.config.http);
     }
