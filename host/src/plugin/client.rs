@@ -26,9 +26,9 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
-use super::http::{self, HttpAccess};
+use super::http::HttpAccess;
 use super::runtime::Plugin;
-use super::sql::{SqlAccess, SqlGrants};
+use super::sql::{SqlAccess, SqlGrants, dotted_get, dotted_set};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
@@ -169,8 +169,8 @@ impl Plugin {
         let sql = SqlGrants::resolve(self.sql_keys(), &mut plugin_locator, &mut config, secret);
         let secret_value = Value::Object(secret.clone());
         for grant in self.http_grants() {
-            if let Some(v) = http::lookup(&secret_value, &grant.url_key) {
-                http::insert(&mut config, &grant.url_key, v.clone());
+            if let Some(v) = dotted_get(&secret_value, &grant.url_key) {
+                dotted_set(&mut config, &grant.url_key, v.clone());
             }
         }
         let access = HttpAccess::resolve(

@@ -58,6 +58,7 @@ use wasmtime_wasi_http::{
     WasiHttpHooks,
 };
 
+use super::sql::dotted_get as lookup;
 use super::types::HttpGrant;
 
 /// Timeouts and the response cap for plugins' HTTP requests.
@@ -367,24 +368,13 @@ fn is_true(v: Option<&Value>) -> bool {
     }
 }
 
-/// The value at dotted `key`: a literal key first (`"catalog.uri"` in a flat
-/// table), then the nested path (`catalog` → `uri`).
-pub(crate) fn lookup<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    let map = v.as_object()?;
-    if let Some(found) = map.get(key) {
-        return Some(found);
-    }
-    let (first, rest) = key.split_once('.')?;
-    lookup(map.get(first)?, rest)
-}
-
 fn lookup_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     lookup(v, key)
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
 }
 
-/// Remove the value at dotted `key` (both spellings of [`lookup`]).
+/// Remove the value at dotted `key` (both spellings `lookup` finds).
 pub(crate) fn remove(v: &mut Value, key: &str) {
     let Some(map) = v.as_object_mut() else {
         return;
@@ -394,27 +384,6 @@ pub(crate) fn remove(v: &mut Value, key: &str) {
         && let Some(inner) = map.get_mut(first)
     {
         remove(inner, rest);
-    }
-}
-
-/// Set the value at dotted `key`, making the tables on the way.
-pub(crate) fn insert(v: &mut Value, key: &str, value: Value) {
-    let Some(map) = v.as_object_mut() else {
-        return;
-    };
-    match key.split_once('.') {
-        Some((first, rest)) if !map.contains_key(key) => {
-            let inner = map
-                .entry(first.to_string())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !inner.is_object() {
-                *inner = Value::Object(Map::new());
-            }
-            insert(inner, rest, value);
-        }
-        _ => {
-            map.insert(key.to_string(), value);
-        }
     }
 }
 
@@ -965,7 +934,6 @@ mod tests {
         assert_eq!(lookup(&v, "x.y"), Some(&json!(3)));
         remove(&mut v, "a.b");
         remove(&mut v, "x.y");
-        insert(&mut v, "p.q", json!("z"));
-        assert_eq!(v, json!({"a": {"c": 2}, "p": {"q": "z"}}));
+        assert_eq!(v, json!({"a": {"c": 2}}));
     }
 }
