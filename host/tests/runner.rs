@@ -28,6 +28,7 @@ mod inspect;
 mod interrupted;
 mod jj_vcs;
 mod lance;
+mod net_http;
 mod net_sql;
 mod pinning_loop;
 mod plugins_lifecycle;

@@ -10,7 +10,9 @@
 //! hash cache is the dataset's when the engine names it
 //! ([`ObjectClient::with_hash_cache`]). A plugin that exports `describe-fs`
 //! also gets the local directories under its filesystem keys preopened
-//! (and the harness's scratch path); no other plugin gets any.
+//! (and the harness's scratch path); no other plugin gets any. The origins
+//! its `wasi:http` requests may reach, and the credentials the host adds to
+//! them, are resolved per object too (`http.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,8 +26,9 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
+use super::http::HttpAccess;
 use super::runtime::Plugin;
-use super::sql::{SqlAccess, SqlGrants};
+use super::sql::{SqlAccess, SqlGrants, dotted_get, dotted_set};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
@@ -101,6 +104,8 @@ pub struct ObjectClient {
     checkout: Option<PathBuf>,
     /// The SQL connections this object's calls may open (`describe-net`).
     sql: Arc<SqlGrants>,
+    /// The origins its `wasi:http` requests may reach.
+    http: Arc<HttpAccess>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -112,6 +117,7 @@ struct Access {
     s3: Option<S3Resolution>,
     fs: Vec<String>,
     sql: Arc<SqlGrants>,
+    http: Arc<HttpAccess>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -133,11 +139,13 @@ impl Plugin {
     /// [`Plugin::object`] with what `.tether/secrets.toml` gives this object
     /// (its `[objects."<key>"]` entry): values under the plugin's filesystem
     /// keys override the locator's for the directories preopened
-    /// (`fs_grants`), and reach the plugin in its config under the same key.
-    /// Database addresses under its `sql-keys` are looked up in the locator,
-    /// then the entry, then `config` ([`SqlGrants::resolve`]); the plugin's
-    /// copies of them lose their passwords. Nothing else of the entry enters
-    /// the sandbox.
+    /// (`fs_grants`), and reach the plugin in its config under the same key;
+    /// so do its values under the plugin's HTTP URL keys, which with the
+    /// locator and config decide the origins its requests may reach
+    /// (`http.rs`). Database addresses under its `sql-keys` are looked up in
+    /// the locator, then the entry, then `config` ([`SqlGrants::resolve`]);
+    /// the plugin's copies of them lose their passwords. Nothing else of the
+    /// entry enters the sandbox, and no HTTP token does.
     pub fn object_with_secrets(
         self: &Arc<Self>,
         locator: &Value,
@@ -159,6 +167,21 @@ impl Plugin {
         }
         let mut plugin_locator = locator.clone();
         let sql = SqlGrants::resolve(self.sql_keys(), &mut plugin_locator, &mut config, secret);
+        let secret_value = Value::Object(secret.clone());
+        for grant in self.http_grants() {
+            if let Some(v) = dotted_get(&secret_value, &grant.url_key) {
+                dotted_set(&mut config, &grant.url_key, v.clone());
+            }
+        }
+        let access = HttpAccess::resolve(
+            self.kind(),
+            self.http_grants(),
+            locator,
+            &config,
+            secret,
+            |var| std::env::var(var).ok(),
+        );
+        access.strip(&mut config);
         ObjectClient {
             plugin: self.clone(),
             locator: json_in(&plugin_locator),
@@ -176,6 +199,7 @@ impl Plugin {
             s3: None,
             checkout: None,
             sql: Arc::new(sql),
+            http: Arc::new(access),
         }
     }
 
@@ -201,12 +225,33 @@ impl Plugin {
                 self.kind()
             )));
         }
+        // The harness's configuration comes from whoever runs the
+        // conformance suite, not from a clone: it may name origins, tokens
+        // and `allow_http` as secrets.toml does.
+        let http = self.harness_http(&Value::Object(Map::new()), config);
         Ok(HarnessClient {
             plugin: self.clone(),
             scratch: scratch_uri.to_string(),
             config: json_in(config),
             sql_scratch: None,
+            http,
         })
+    }
+}
+
+impl Plugin {
+    /// The HTTP access of a harness call on `locator`: `config` counts as
+    /// secrets.toml's.
+    fn harness_http(&self, locator: &Value, config: &Value) -> Arc<HttpAccess> {
+        let secret = config.as_object().cloned().unwrap_or_default();
+        Arc::new(HttpAccess::resolve(
+            self.kind(),
+            self.http_grants(),
+            locator,
+            config,
+            &secret,
+            |var| std::env::var(var).ok(),
+        ))
     }
 }
 
@@ -215,10 +260,15 @@ impl Plugin {
 pub struct HarnessClient {
     plugin: Arc<Plugin>,
     scratch: String,
+    /// The configuration as given (JSON, with any token or password: the
+    /// plugin gets it without them).
     config: String,
     /// A database address the harness gets under each of the plugin's
     /// `sql-keys` the locator does not name (conformance's SQL scratch).
     sql_scratch: Option<String>,
+    /// The origins the harness's own calls may reach (`--config` naming
+    /// them, as secrets.toml would).
+    http: Arc<HttpAccess>,
 }
 
 impl HarnessClient {
@@ -299,6 +349,7 @@ impl HarnessClient {
             let scratch = self.scratch_sql_grants();
             client.sql = Arc::new((*client.sql).clone().with_passwords_of(&scratch));
         }
+        client.http = self.plugin.harness_http(locator, &self.sql_config());
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
         if !self.plugin.filesystem_keys().is_empty() {
@@ -316,6 +367,7 @@ impl HarnessClient {
             &mut config,
             &Map::new(),
         );
+        self.http.strip(&mut config);
         (grants, json_in(&config))
     }
 
@@ -341,6 +393,7 @@ impl HarnessClient {
             s3: None,
             fs,
             sql: Arc::new(self.scratch_sql_grants()),
+            http: self.http.clone(),
         }
     }
 
@@ -454,6 +507,7 @@ impl ObjectClient {
             s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
             sql: self.sql.clone(),
+            http: self.http.clone(),
         }
     }
 
@@ -848,7 +902,7 @@ async fn run_inner_batch(
         locator,
         storage_grants(grants.storage, grants.s3),
         preopens,
-        (tree, grants.sql),
+        (tree, grants.sql, grants.http),
         calls,
     )
     .await;
@@ -892,7 +946,7 @@ async fn run_instance(
     locator: &str,
     grants: Grants,
     preopens: Preopens,
-    (tree, sql): (Tree, Arc<SqlGrants>),
+    (tree, sql, http): (Tree, Arc<SqlGrants>, Arc<HttpAccess>),
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
@@ -900,6 +954,9 @@ async fn run_instance(
     store
         .data_mut()
         .set_sql(SqlAccess::new(sql, plugin.shared.config.sql));
+    if !http.is_empty() {
+        store.data_mut().set_http(http, plugin.shared.config.http);
+    }
     let s = &mut store;
     let backend = plugin
         .backend

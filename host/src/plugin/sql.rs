@@ -516,7 +516,7 @@ fn redact_unparsed(raw: &str) -> String {
 
 /// The value under a dotted key: the key as one member first (`"catalog.uri"`
 /// as a quoted TOML key), else the path through nested tables.
-fn dotted_get<'a>(value: &'a Json, key: &str) -> Option<&'a Json> {
+pub(crate) fn dotted_get<'a>(value: &'a Json, key: &str) -> Option<&'a Json> {
     let map = value.as_object()?;
     if let Some(v) = map.get(key) {
         return Some(v);
@@ -527,7 +527,7 @@ fn dotted_get<'a>(value: &'a Json, key: &str) -> Option<&'a Json> {
 
 /// Set the value under a dotted key where [`dotted_get`] finds it, else
 /// along the path, making tables as needed.
-fn dotted_set(value: &mut Json, key: &str, new: Json) {
+pub(crate) fn dotted_set(value: &mut Json, key: &str, new: Json) {
     let Json::Object(map) = value else { return };
     if map.contains_key(key) {
         map.insert(key.to_string(), new);

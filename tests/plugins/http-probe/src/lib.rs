@@ -1,0 +1,103 @@
+//! Kind `http-probe`: fetches what its locator says over `wasi:http` and
+//! reports what it got, for the host's HTTP gating tests
+//! (host/tests/net_http.rs).
+//!
+//! It asks for two grants: the origin of `url` (token from `token`, or the
+//! variable `token_env` names, or `HTTP_PROBE_TOKEN`) and the origin of
+//! `catalog.uri` (token `catalog.token`). Its `fingerprint` GETs `fetch`
+//! (default `url`); with `follow`, it follows a redirect by hand, as a
+//! plugin could; with `set_header`, it tries to send that header itself. The
+//! state it returns holds the status, the response headers, the body and
+//! the configuration it was given, so the tests see everything it saw.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tether_sdk::http::{self, Request, Response};
+use tether_sdk::{Backend, DescribeNet, Descriptor, Error, HttpGrant, Result, cap, descriptor};
+
+#[derive(Deserialize)]
+pub struct Locator {
+    url: String,
+    #[serde(default)]
+    fetch: Option<String>,
+    #[serde(default)]
+    follow: bool,
+    #[serde(default)]
+    set_header: Option<String>,
+    #[serde(default)]
+    post: Option<Value>,
+}
+
+#[derive(Default)]
+pub struct Probe {
+    config: Value,
+}
+
+fn report(r: &Response) -> Value {
+    let headers: Map<String, Value> = r
+        .headers
+        .iter()
+        // The ones that change with every response: a state is compared.
+        .filter(|(n, _)| n != "date" && n != "server")
+        .map(|(n, v)| (n.clone(), json!(String::from_utf8_lossy(v))))
+        .collect();
+    json!({"status": r.status, "headers": headers, "body": r.text()})
+}
+
+impl Backend for Probe {
+    type Locator = Locator;
+
+    fn describe(&self) -> Descriptor {
+        descriptor("http-probe", &[cap::FINGERPRINT])
+    }
+
+    fn configure(&mut self, config: Value) -> Result<()> {
+        self.config = config;
+        Ok(())
+    }
+
+    fn identity(&self, loc: &Locator) -> Result<Value> {
+        Ok(json!({ "url": loc.url }))
+    }
+
+    fn fingerprint(&self, loc: &Locator, _: Option<&str>) -> Result<Value> {
+        let target = loc.fetch.clone().unwrap_or_else(|| loc.url.clone());
+        let mut request = match &loc.post {
+            Some(body) => Request::new("POST", &target).json(body),
+            None => Request::new("GET", &target),
+        };
+        if let Some(name) = &loc.set_header {
+            request = request.header(name, "set-by-the-plugin");
+        }
+        let first = request.send()?;
+        let mut state = json!({ "response": report(&first), "config": self.config });
+        if loc.follow && (300..400).contains(&first.status) {
+            let location = first
+                .header("location")
+                .ok_or_else(|| Error::backend("a redirect without a location"))?
+                .to_string();
+            let second = http::get(&location)?;
+            state["followed"] = report(&second);
+        }
+        Ok(state)
+    }
+}
+
+impl DescribeNet for Probe {
+    fn http_grants(&self) -> Vec<HttpGrant> {
+        vec![
+            HttpGrant {
+                token_key: Some("token".into()),
+                token_env_key: Some("token_env".into()),
+                default_token_env: Some("HTTP_PROBE_TOKEN".into()),
+                ..HttpGrant::url("url")
+            },
+            HttpGrant {
+                token_key: Some("catalog.token".into()),
+                ..HttpGrant::url("catalog.uri")
+            },
+        ]
+    }
+}
+
+tether_sdk::export!(Probe, [describe_net]);
