@@ -206,6 +206,16 @@ pub(crate) mod fake {
         }
     }
 
+    impl Catalog for std::rc::Rc<FakeCatalog> {
+        fn load(&self) -> Result<Loaded> {
+            self.as_ref().load()
+        }
+
+        fn commit(&self, requirements: &[Requirement], updates: &[Update]) -> Result<Outcome> {
+            self.as_ref().commit(requirements, updates)
+        }
+    }
+
     impl Catalog for FakeCatalog {
         fn load(&self) -> Result<Loaded> {
             Ok(Loaded {

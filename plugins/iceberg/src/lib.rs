@@ -151,9 +151,12 @@ enum CatalogType {
 }
 
 /// The iceberg backend. Holds only the configuration `configure` gave.
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct IcebergBackend {
     config: Config,
+    /// Unit tests: the catalog every object opens.
+    #[cfg(test)]
+    fake: Option<std::rc::Rc<catalog::fake::FakeCatalog>>,
 }
 
 /// One table, opened in its catalog.
@@ -195,7 +198,13 @@ impl IcebergBackend {
         }
     }
 
-    fn open(&self, loc: &Locator) -> Result<Table> {
+    fn table(&self, loc: &Locator) -> Result<Table> {
+        #[cfg(test)]
+        if let Some(fake) = &self.fake {
+            return Ok(Table {
+                catalog: Box::new(fake.clone()),
+            });
+        }
         let (namespace, name) = loc.name_parts()?;
         let props = self.properties(loc);
         let catalog: Box<dyn Catalog> = match self.catalog_type(loc)? {
@@ -369,7 +378,7 @@ impl Backend for IcebergBackend {
     }
 
     fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let id = match working_ref {
             Some(name) => branch_head(&meta, name)?,
             None => base_head(&meta, loc)?,
@@ -378,7 +387,7 @@ impl Backend for IcebergBackend {
     }
 
     fn pin(&self, loc: &Locator, state: &Value, pin_id: &str) -> Result<PinRef> {
-        let table = self.open(loc)?;
+        let table = self.table(loc)?;
         let id = snapshot_id(state)?;
         if id == NO_SNAPSHOT {
             // Nothing to hold: the empty state verifies and opens without a tag.
@@ -424,7 +433,7 @@ impl Backend for IcebergBackend {
     }
 
     fn unpin(&self, loc: &Locator, pin: &PinRef) -> Result<()> {
-        let table = self.open(loc)?;
+        let table = self.table(loc)?;
         loop {
             let meta = table.load()?;
             let Some((tag, _)) = live_pin_tag(&meta, pin) else {
@@ -435,7 +444,7 @@ impl Backend for IcebergBackend {
     }
 
     fn list_pins(&self, loc: &Locator) -> Result<Vec<String>> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let mut ids: Vec<String> = tags(&meta)
             .keys()
             .filter_map(|t| kit::pin_id_of_ref(t))
@@ -452,7 +461,7 @@ impl Backend for IcebergBackend {
         pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let id = snapshot_id(state)?;
         if id == NO_SNAPSHOT {
             return Ok(VerifyReport {
@@ -478,7 +487,7 @@ impl Backend for IcebergBackend {
         expected: &Expected,
     ) -> Result<String> {
         Self::refuse_base(loc, name, "fork")?;
-        let table = self.open(loc)?;
+        let table = self.table(loc)?;
         catalog::move_ref(
             table.catalog.as_ref(),
             name,
@@ -501,12 +510,12 @@ impl Backend for IcebergBackend {
 
     fn delete_working_ref(&self, loc: &Locator, working_ref: &str) -> Result<()> {
         Self::refuse_base(loc, working_ref, "delete_working_ref")?;
-        let table = self.open(loc)?;
+        let table = self.table(loc)?;
         catalog::remove_ref(table.catalog.as_ref(), working_ref, RefKind::Branch)
     }
 
     fn list_working_refs(&self, loc: &Locator) -> Result<Vec<String>> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         Ok(meta
             .refs()?
             .into_iter()
@@ -518,7 +527,7 @@ impl Backend for IcebergBackend {
     }
 
     fn promote(&self, loc: &Locator, source: &Target, expected: &Expected) -> Result<Value> {
-        let table = self.open(loc)?;
+        let table = self.table(loc)?;
         let hint = self.describe().promote_hint;
         let head = catalog::move_ref(
             table.catalog.as_ref(),
@@ -552,7 +561,7 @@ impl Backend for IcebergBackend {
         ancestor: &Value,
         descendant: &Value,
     ) -> Result<Option<bool>> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let (a, d) = (snapshot_id(ancestor)?, snapshot_id(descendant)?);
         let known = |id: i64| id == NO_SNAPSHOT || meta.has_snapshot(id);
         if !known(a) || !known(d) {
@@ -562,7 +571,7 @@ impl Backend for IcebergBackend {
     }
 
     fn open(&self, loc: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let id = resolve(&meta, loc, target)?;
         // The ref a reader opens: a branch (writable) or a tag; none for a
         // bare snapshot id.
@@ -603,7 +612,7 @@ impl Backend for IcebergBackend {
         from_ref: Option<&str>,
         limit: u32,
     ) -> Result<Vec<HistoryEntry>> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         let start = match from_ref {
             Some(rev) => resolve_rev(&meta, rev)?,
             None => base_head(&meta, loc)?,
@@ -628,7 +637,7 @@ impl Backend for IcebergBackend {
         _: Option<&str>,
         _: Option<&str>,
     ) -> Result<ObjectDiff> {
-        let meta = self.open(loc)?.load()?;
+        let meta = self.table(loc)?.load()?;
         Ok(diff(&meta, snapshot_id(a)?, snapshot_id(b)?))
     }
 
@@ -646,7 +655,7 @@ impl Backend for IcebergBackend {
 
     fn state_addressable(&self, loc: &Locator, state: &Value) -> Result<bool> {
         let id = snapshot_id(state)?;
-        Ok(id == NO_SNAPSHOT || self.open(loc)?.load()?.has_snapshot(id))
+        Ok(id == NO_SNAPSHOT || self.table(loc)?.load()?.has_snapshot(id))
     }
 }
 
@@ -714,6 +723,171 @@ tether_sdk::export!(IcebergBackend, harness: IcebergHarness, [describe_ext, desc
 mod tests {
     use super::*;
     use crate::metadata::tests_support::{S1, S2, sample};
+
+    use std::rc::Rc;
+
+    use crate::catalog::fake::FakeCatalog;
+    use tether_sdk::VerifyStatus;
+
+    const PIN: &str = "0a1b2c3d.0123456789abcdef";
+    const WS: &str = "tether.ws.0a1b2c3d.feat";
+
+    fn backend() -> (IcebergBackend, Rc<FakeCatalog>, Locator) {
+        let fake = Rc::new(FakeCatalog::new(sample()));
+        let b = IcebergBackend {
+            fake: Some(fake.clone()),
+            ..IcebergBackend::default()
+        };
+        let loc = serde_json::from_value(json!({"identifier": "ns.t"})).unwrap();
+        (b, fake, loc)
+    }
+
+    /// A new snapshot on `branch` (what an engine's append does).
+    fn append(fake: &FakeCatalog, branch: &str, id: i64) {
+        let meta = fake.meta.borrow().clone();
+        let parent = meta.branch_head(branch).unwrap();
+        let snapshot = json!({"snapshot-id": id, "parent-snapshot-id": parent, "sequence-number": 9,
+            "timestamp-ms": 2000, "summary": {"operation": "append", "added-records": "2", "added-data-files": "1"}});
+        let next = meta
+            .updated(
+                "x",
+                &[
+                    crate::metadata::Update::AddSnapshot { snapshot },
+                    crate::metadata::Update::SetRef {
+                        ref_name: branch.into(),
+                        kind: RefKind::Branch,
+                        snapshot_id: id,
+                    },
+                ],
+                2000,
+            )
+            .unwrap()
+            .unwrap();
+        *fake.meta.borrow_mut() = next;
+    }
+
+    #[test]
+    fn pin_verify_unpin() {
+        let (b, fake, loc) = backend();
+        let state = b.fingerprint(&loc, None).unwrap();
+        assert_eq!(state, json!({"snapshot_id": S2}));
+        let pin = b.pin(&loc, &state, PIN).unwrap();
+        assert!(pin.created);
+        assert_eq!(pin.ref_, format!("tether.{PIN}"));
+        let again = b.pin(&loc, &state, PIN).unwrap();
+        assert!(!again.created, "pin is idempotent and says so");
+        assert_eq!(b.list_pins(&loc).unwrap(), vec![PIN.to_string()]);
+        let report = b.verify(&loc, &state, Some(&pin), true).unwrap();
+        assert_eq!(report.status, VerifyStatus::Ok, "{report:?}");
+        // Someone moves our tag: drifted; and a pin never moves it back.
+        let moved = crate::metadata::Update::SetRef {
+            ref_name: pin.ref_.clone(),
+            kind: RefKind::Tag,
+            snapshot_id: S1,
+        };
+        let next = fake
+            .meta
+            .borrow()
+            .updated("x", &[moved], 1)
+            .unwrap()
+            .unwrap();
+        *fake.meta.borrow_mut() = next;
+        let report = b.verify(&loc, &state, Some(&pin), false).unwrap();
+        assert_eq!(report.status, VerifyStatus::Drifted, "{report:?}");
+        assert!(b.pin(&loc, &state, PIN).is_err());
+        b.unpin(&loc, &pin).unwrap();
+        b.unpin(&loc, &pin).unwrap();
+        let report = b.verify(&loc, &state, Some(&pin), false).unwrap();
+        assert_eq!(report.status, VerifyStatus::Missing, "{report:?}");
+        // The empty state needs no tag.
+        let empty = state_json(NO_SNAPSHOT);
+        assert!(!b.pin(&loc, &empty, PIN).unwrap().created);
+        let report = b.verify(&loc, &empty, Some(&pin), true).unwrap();
+        assert_eq!(report.status, VerifyStatus::Ok);
+    }
+
+    #[test]
+    fn fork_write_promote() {
+        let (b, fake, loc) = backend();
+        let state = b.fingerprint(&loc, None).unwrap();
+        let pin = b.pin(&loc, &state, PIN).unwrap();
+        assert!(
+            b.fork(&loc, &Target::Base, "main", &Expected::Absent)
+                .is_err()
+        );
+        b.fork(&loc, &Target::Pinned(pin.clone()), WS, &Expected::Absent)
+            .unwrap();
+        assert_eq!(b.list_working_refs(&loc).unwrap(), vec![WS.to_string()]);
+        let handle = b.open(&loc, &Target::WorkingRef(WS.into()), false).unwrap();
+        assert!(!handle.read_only);
+        assert_eq!(handle.address, format!("ns.t#{WS}"));
+        assert_eq!(handle.fields["snapshot_id"], json!(S2));
+        let pinned = b.open(&loc, &Target::Pinned(pin.clone()), false).unwrap();
+        assert!(pinned.read_only, "a tag opens read-only");
+        assert_eq!(pinned.fields["ref"], json!(pin.ref_));
+        append(&fake, WS, 77);
+        let head = b.fingerprint(&loc, Some(WS)).unwrap();
+        assert_eq!(head, json!({"snapshot_id": 77}));
+        assert_eq!(b.ancestor_of(&loc, &state, &head).unwrap(), Some(true));
+        // Promote only from the head reviewed.
+        let stale = Expected::At(state_json(S1));
+        let err = b.promote(&loc, &Target::WorkingRef(WS.into()), &stale);
+        assert!(matches!(err, Err(Error::RefMoved(_))), "{err:?}");
+        let promoted = b
+            .promote(
+                &loc,
+                &Target::WorkingRef(WS.into()),
+                &Expected::At(state.clone()),
+            )
+            .unwrap();
+        assert_eq!(promoted, json!({"snapshot_id": 77}));
+        assert_eq!(fake.meta.borrow().current_snapshot_id(), 77);
+        // The history walks main's ancestry, newest first, with the refs.
+        let history = b.history(&loc, None, 10).unwrap();
+        let ids: Vec<&str> = history.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, ["77", &S2.to_string(), &S1.to_string()]);
+        assert_eq!(history[0].message, "append: +2 rows, +1 files");
+        assert!(history[0].refs.contains(&"main".to_string()));
+        assert_eq!(history[0].when.as_deref(), Some("1970-01-01T00:00:02.000Z"));
+        // A diverged fork is refused with the hint.
+        b.fork(
+            &loc,
+            &Target::Recorded(state.clone()),
+            WS,
+            &Expected::Unconditional,
+        )
+        .unwrap();
+        append(&fake, WS, 88);
+        let err = b
+            .promote(
+                &loc,
+                &Target::WorkingRef(WS.into()),
+                &Expected::Unconditional,
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("not an ancestor"), "{err}");
+        b.delete_working_ref(&loc, WS).unwrap();
+        b.delete_working_ref(&loc, WS).unwrap();
+        assert!(b.list_working_refs(&loc).unwrap().is_empty());
+        assert!(b.delete_working_ref(&loc, "main").is_err());
+    }
+
+    #[test]
+    fn at_a_snapshot_tag_or_branch() {
+        let (b, _, _) = backend();
+        let at = |at: &str| -> Locator {
+            serde_json::from_value(json!({"identifier": "ns.t", "at": at})).unwrap()
+        };
+        assert_eq!(
+            b.fingerprint(&at(&S1.to_string()), None).unwrap(),
+            state_json(S1)
+        );
+        assert_eq!(b.fingerprint(&at("main"), None).unwrap(), state_json(S2));
+        assert!(b.fingerprint(&at("nope"), None).is_err());
+        let h = b.open(&at(&S1.to_string()), &Target::Base, false).unwrap();
+        assert!(h.read_only);
+        assert_eq!(h.address, format!("ns.t#{S1}"));
+    }
 
     #[test]
     fn diff_along_the_ancestry_and_across_lines() {
