@@ -275,9 +275,11 @@ impl HarnessClient {
     /// A client for an object the harness made, with the scratch URI granted
     /// besides what the locator names.
     pub fn object(&self, locator: &Value) -> ObjectClient {
-        let mut client = self
-            .plugin
-            .object(locator, &Value::Object(Default::default()));
+        // The run's configuration grants what it names (a dotted storage
+        // key, a catalog) to the harness's objects as to any object.
+        let config =
+            serde_json::from_str(&self.config).unwrap_or_else(|_| Value::Object(Map::new()));
+        let mut client = self.plugin.object(locator, &config);
         client.config = self.config.clone();
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
