@@ -42,6 +42,43 @@ pub trait DescribeFs: Backend {
     fn filesystem_keys(&self) -> Vec<String>;
 }
 
+/// One origin a plugin asks to reach over `wasi:http` ([`DescribeNet`]).
+pub use crate::describe_net_bindings::exports::tether::backend::describe_net::HttpGrant;
+
+impl HttpGrant {
+    /// A grant of the origin of the URL under dotted key `url_key`, with no
+    /// default and no token.
+    pub fn url(url_key: &str) -> HttpGrant {
+        HttpGrant {
+            url_key: url_key.into(),
+            default_url: None,
+            token_key: None,
+            token_env_key: None,
+            default_token_env: None,
+        }
+    }
+}
+
+/// The optional `describe-net` interface (since 0.1.3): the network a plugin
+/// asks for. Exported only when `export!` names `describe_net`; a plugin
+/// without it reaches no network at all. Both lists default to empty.
+pub trait DescribeNet: Backend {
+    /// The origins this plugin may send HTTP requests to (`wit/net.wit`,
+    /// `http-grant`): each is the origin of a URL the object's locator or
+    /// configuration holds under a key.
+    fn http_grants(&self) -> Vec<HttpGrant> {
+        Vec::new()
+    }
+
+    /// Dotted keys (`metadata`, `catalog.uri`) whose values, in the locator or
+    /// else the configuration, are database addresses; the plugin opens one
+    /// with [`crate::sql::Connection::open`] by its key. The value the
+    /// plugin sees has any password removed: the host connects.
+    fn sql_keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// Prefix of every native pin ref (`tether.<pin-id>`).
 pub const PIN_REF_PREFIX: &str = tether_contract::names::REF_PREFIX;
 

@@ -9,7 +9,9 @@ use std::marker::PhantomData;
 
 use serde_json::Value;
 
-use crate::backend::{Backend, DescribeExt, DescribeFs, Expected, Handle, Target};
+use crate::backend::{
+    Backend, DescribeExt, DescribeFs, DescribeNet, Expected, Handle, HttpGrant, Target,
+};
 use crate::bindings::exports::tether::backend::backend::Guest as BackendGuest;
 use crate::bindings::tether::backend::types as wit;
 use crate::error::Result;
@@ -332,5 +334,17 @@ impl<B: DescribeFs, H: 'static>
 {
     fn filesystem_keys() -> Vec<String> {
         with_backend(|b: &B| b.filesystem_keys())
+    }
+}
+
+impl<B: DescribeNet, H: 'static>
+    crate::describe_net_bindings::exports::tether::backend::describe_net::Guest for Exported<B, H>
+{
+    fn http_grants() -> Vec<HttpGrant> {
+        with_backend(|b: &B| b.http_grants())
+    }
+
+    fn sql_keys() -> Vec<String> {
+        with_backend(|b: &B| b.sql_keys())
     }
 }

@@ -1,7 +1,7 @@
 //! # tether-sdk: write a tether storage backend
 //!
 //! A tether backend is a WebAssembly component (`wasm32-wasip2`) implementing
-//! the `tether:backend@0.1.2` contract in `wit/`. This crate turns that
+//! the `tether:backend@0.1.3` contract in `wit/`. This crate turns that
 //! contract into Rust: implement [`Backend`] (and, for the conformance suite,
 //! [`Harness`]), then call [`export!`] once.
 //!
@@ -99,7 +99,8 @@
 //!   implements: `export!(MyBackend, [describe_ext])`,
 //!   `export!(MyBackend, harness: MyHarness, [describe_ext, describe_fs])`.
 //!   `describe_ext` (since 0.1.1) is answered by [`DescribeExt`],
-//!   `describe_fs` (since 0.1.2) by [`DescribeFs`]. An interface left out is
+//!   `describe_fs` (since 0.1.2) by [`DescribeFs`], `describe_net` (since
+//!   0.1.3) by [`DescribeNet`]. An interface left out is
 //!   not exported, and the host treats its answers as not given, as for a
 //!   plugin built before it existed.
 //!
@@ -131,7 +132,7 @@ pub mod tree;
 mod glue;
 
 /// Bindings generated from `wit/` for world `backend-plugin`: the imported
-/// `storage`, `tree` and `log` interfaces, the shared `types`, and the `backend`
+/// `storage`, `tree`, `log` and `sql` interfaces, the shared `types`, and the `backend`
 /// export. Plugins normally use the wrappers instead.
 pub mod bindings {
     wit_bindgen::generate!({
@@ -144,6 +145,8 @@ pub mod bindings {
         export_macro_name: "export_backend_plugin",
         default_bindings_module: "tether_sdk::bindings",
         additional_derives: [PartialEq, Eq],
+        // `sql`'s cells hold floats, which are not `Eq`.
+        additional_derives_ignore: ["value", "rows"],
     });
 }
 
@@ -161,12 +164,12 @@ pub mod harness_bindings {
         inline: "
             package tether-sdk:glue;
             world harness-only {
-                export tether:backend/harness@0.1.2;
+                export tether:backend/harness@0.1.3;
             }
         ",
         world: "tether-sdk:glue/harness-only",
         with: {
-            "tether:backend/types@0.1.2": crate::bindings::tether::backend::types,
+            "tether:backend/types@0.1.3": crate::bindings::tether::backend::types,
         },
         pub_export_macro: true,
         export_macro_name: "export_harness_only",
@@ -185,7 +188,7 @@ pub mod describe_ext_bindings {
         inline: "
             package tether-sdk:glue-ext;
             world describe-ext-only {
-                export tether:backend/describe-ext@0.1.2;
+                export tether:backend/describe-ext@0.1.3;
             }
         ",
         world: "tether-sdk:glue-ext/describe-ext-only",
@@ -204,7 +207,7 @@ pub mod describe_fs_bindings {
         inline: "
             package tether-sdk:glue-fs;
             world describe-fs-only {
-                export tether:backend/describe-fs@0.1.2;
+                export tether:backend/describe-fs@0.1.3;
             }
         ",
         world: "tether-sdk:glue-fs/describe-fs-only",
@@ -214,10 +217,30 @@ pub mod describe_fs_bindings {
     });
 }
 
+/// Bindings for the optional `describe-net` export alone (since 0.1.3), in a
+/// helper world like [`describe_ext_bindings`].
+#[doc(hidden)]
+pub mod describe_net_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        inline: "
+            package tether-sdk:glue-net;
+            world describe-net-only {
+                export tether:backend/describe-net@0.1.3;
+            }
+        ",
+        world: "tether-sdk:glue-net/describe-net-only",
+        pub_export_macro: true,
+        export_macro_name: "export_describe_net_only",
+        default_bindings_module: "tether_sdk::describe_net_bindings",
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
 pub use backend::{
-    ABI_VERSION, Backend, Capability, DescribeExt, DescribeFs, Descriptor, Expected, Handle,
-    HistoryEntry, PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus, WORKING_REF_PREFIX,
-    cap, descriptor,
+    ABI_VERSION, Backend, Capability, DescribeExt, DescribeFs, DescribeNet, Descriptor, Expected,
+    Handle, HistoryEntry, HttpGrant, PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus,
+    WORKING_REF_PREFIX, cap, descriptor,
 };
 pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
 pub use error::{Error, Result};
@@ -241,7 +264,7 @@ pub mod __private {
 /// ```text
 /// tether_sdk::export!(MyBackend);                      // world backend-plugin
 /// tether_sdk::export!(MyBackend, harness: MyHarness);  // world backend-plugin-with-harness
-/// // Either, plus optional interfaces (MyBackend: DescribeExt, DescribeFs):
+/// // Either, plus optional interfaces (MyBackend: DescribeExt, DescribeFs, DescribeNet):
 /// tether_sdk::export!(MyBackend, [describe_ext]);
 /// tether_sdk::export!(MyBackend, harness: MyHarness, [describe_ext, describe_fs]);
 /// ```
@@ -283,6 +306,11 @@ macro_rules! __export_optional {
     (describe_fs) => {
         $crate::describe_fs_bindings::export_describe_fs_only!(
             __TetherExported with_types_in $crate::describe_fs_bindings
+        );
+    };
+    (describe_net) => {
+        $crate::describe_net_bindings::export_describe_net_only!(
+            __TetherExported with_types_in $crate::describe_net_bindings
         );
     };
 }

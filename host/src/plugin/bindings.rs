@@ -6,7 +6,7 @@
 //! per-interface `GuestIndices`, so a plugin without a harness or without
 //! `describe-ext` loads too (both are looked up at load time).
 //!
-//! The bindings are `tether:backend@0.1.2`, and a plugin built against `0.1.0`
+//! The bindings are `tether:backend@0.1.3`, and a plugin built against `0.1.0`
 //! exports `tether:backend/backend@0.1.0`: wasmtime's export lookup
 //! (`Component::get_export_index`, which `GuestIndices::new` uses) treats
 //! `0.1.x` names as one semver track, as its linker does for imports, so the
@@ -20,12 +20,14 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     with: {
         "tether:backend/storage.bucket": super::host::BucketHandle,
+        "tether:backend/sql.connection": super::sql::SqlConnection,
     },
 });
 
 pub use self::exports::tether::backend::backend as backend_iface;
 pub use self::exports::tether::backend::describe_ext as describe_ext_iface;
 pub use self::exports::tether::backend::describe_fs as describe_fs_iface;
+pub use self::exports::tether::backend::describe_net as describe_net_iface;
 pub use self::exports::tether::backend::harness as harness_iface;
 // `self::`: rustdoc passes `--extern tether`, which would shadow the
 // generated `tether` module.

@@ -7,7 +7,7 @@
 //!   per object;
 //! - [`builtin`] holds the first-party plugins embedded in this binary;
 //! - [`registry`] resolves a dataset's pinned plugins and checks trust;
-//! - `storage` and `host` implement what plugins import.
+//! - `storage`, `tree`, `sql` and `host` implement what plugins import.
 
 mod bindings;
 pub mod builtin;
@@ -20,6 +20,7 @@ mod git_guard;
 mod host;
 pub mod registry;
 mod runtime;
+mod sql;
 pub mod storage;
 pub mod tree;
 mod types;
@@ -34,6 +35,6 @@ pub use runtime::{
     parse_descriptor,
 };
 pub use types::{
-    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Target, VerifyReport, VerifyStatus,
+    Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, HttpGrant,
+    ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
 };

@@ -16,13 +16,14 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use super::bindings::{
-    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, harness_iface,
+    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, describe_net_iface,
+    harness_iface,
 };
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
 use super::storage::Grants;
-use super::types::{Capability, Descriptor, HOST_ABI};
+use super::types::{Capability, Descriptor, HOST_ABI, HttpGrant};
 
 /// How often the epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -133,6 +134,10 @@ pub struct Plugin {
     /// Locator keys naming directories to preopen (`describe-fs`, since
     /// 0.1.2); empty for a plugin without it, which gets no directory.
     filesystem_keys: Vec<String>,
+    /// What network access it asks for (`describe-net`, since 0.1.3); none
+    /// for a plugin without it.
+    http_grants: Vec<HttpGrant>,
+    sql_keys: Vec<String>,
     pub(crate) kind: Arc<str>,
     descriptor: Descriptor,
     digest: String,
@@ -280,6 +285,7 @@ impl Runtime {
         // failing to load, since nothing it exports is required.
         let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
         let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
+        let describe_net = describe_net_iface::GuestIndices::new(&pre).ok();
         let mut plugin = Plugin {
             shared: self.shared.clone(),
             pre,
@@ -287,6 +293,8 @@ impl Runtime {
             harness,
             describe_ext,
             filesystem_keys: Vec::new(),
+            http_grants: Vec::new(),
+            sql_keys: Vec::new(),
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
             digest: format!("sha256:{digest_hex}"),
@@ -329,6 +337,19 @@ impl Runtime {
                         source_name: source_name.clone(),
                         detail: e.to_string(),
                     })?;
+        }
+        // Likewise: every call's network grants depend on it.
+        if let Some(indices) = &describe_net {
+            let (http, sql) =
+                plugin
+                    .net_grants_raw(indices)
+                    .await
+                    .map_err(|e| PluginError::Describe {
+                        source_name: source_name.clone(),
+                        detail: e.to_string(),
+                    })?;
+            plugin.http_grants = http;
+            plugin.sql_keys = sql;
         }
         plugin.kind = Arc::from(descriptor.kind.as_str());
         plugin.descriptor = descriptor;
@@ -399,6 +420,39 @@ impl Plugin {
         ext.call_filesystem_keys(&mut store)
             .await
             .map_err(|e| self.fault(e, &store))
+    }
+
+    /// The origins this plugin may reach over `wasi:http`
+    /// (`describe-net.http-grants`, since 0.1.3); empty without it.
+    pub fn http_grants(&self) -> &[HttpGrant] {
+        &self.http_grants
+    }
+
+    /// Dotted keys whose values are database addresses it may open through
+    /// `sql` (`describe-net.sql-keys`, since 0.1.3); empty without it.
+    pub fn sql_keys(&self) -> &[String] {
+        &self.sql_keys
+    }
+
+    async fn net_grants_raw(
+        &self,
+        indices: &describe_net_iface::GuestIndices,
+    ) -> Result<(Vec<HttpGrant>, Vec<String>), BackendError> {
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
+        let net = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        let http = net
+            .call_http_grants(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        let sql = net
+            .call_sql_keys(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        Ok((http.into_iter().map(Into::into).collect(), sql))
     }
 
     async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
@@ -570,7 +624,7 @@ fn validate_descriptor(d: &Descriptor) -> Result<(), String> {
 }
 
 /// Same rule as wasmtime's linker and export lookup: `0.minor` versions are
-/// compatible across patches (a 0.1.0 plugin on this 0.1.2 host, and a 0.1.3
+/// compatible across patches (a 0.1.0 plugin on this 0.1.3 host, and a 0.1.4
 /// one too: whatever it adds is optional), other minors and majors are not.
 fn abi_compatible(abi: &str) -> bool {
     let parts = |v: &str| -> Option<(u64, u64)> {

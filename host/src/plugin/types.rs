@@ -16,6 +16,29 @@ pub const HOST_ABI: &str = tether_contract::ABI_VERSION;
 /// The capability names, one enum shared with the SDK and conformance.
 pub use tether_contract::Capability;
 
+/// One origin a plugin may send HTTP requests to (`describe-net`, since
+/// 0.1.3): see `wit/net.wit` for each field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpGrant {
+    pub url_key: String,
+    pub default_url: Option<String>,
+    pub token_key: Option<String>,
+    pub token_env_key: Option<String>,
+    pub default_token_env: Option<String>,
+}
+
+impl From<super::bindings::describe_net_iface::HttpGrant> for HttpGrant {
+    fn from(g: super::bindings::describe_net_iface::HttpGrant) -> Self {
+        HttpGrant {
+            url_key: g.url_key,
+            default_url: g.default_url,
+            token_key: g.token_key,
+            token_env_key: g.token_env_key,
+            default_token_env: g.default_token_env,
+        }
+    }
+}
+
 /// A native ref pinning a state (`tether.<pin_id>` or a later generation).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinRef {
