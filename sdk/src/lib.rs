@@ -26,6 +26,8 @@
 //!   and conditional-put helpers.
 //! - [`tree`]: local directories walked, stat'ed and hashed natively by the
 //!   host (locator keys named in `tree_keys`).
+//! - [`http`]: a blocking `wasi:http` client for the origins the host grants
+//!   the object (`describe-net`'s HTTP grants); the host adds credentials.
 //! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
 //! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
 //!
@@ -123,6 +125,7 @@ pub mod diff;
 pub mod error;
 pub mod expected;
 pub mod harness;
+pub mod http;
 pub mod json;
 pub mod kit;
 pub mod log;

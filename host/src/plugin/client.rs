@@ -10,7 +10,9 @@
 //! hash cache is the dataset's when the engine names it
 //! ([`ObjectClient::with_hash_cache`]). A plugin that exports `describe-fs`
 //! also gets the local directories under its filesystem keys preopened
-//! (and the harness's scratch path); no other plugin gets any.
+//! (and the harness's scratch path); no other plugin gets any. The origins
+//! its `wasi:http` requests may reach, and the credentials the host adds to
+//! them, are resolved per object too (`http.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use super::bindings::types as wit;
 use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
+use super::http::{self, HttpAccess};
 use super::runtime::Plugin;
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
@@ -98,6 +101,8 @@ pub struct ObjectClient {
     s3: Option<S3Resolution>,
     /// The dataset's checkout, which no preopened directory may overlap.
     checkout: Option<PathBuf>,
+    /// The origins its `wasi:http` requests may reach.
+    http: Arc<HttpAccess>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -108,6 +113,7 @@ struct Access {
     /// Settings the `s3://` grants open with; `None`: the environment's.
     s3: Option<S3Resolution>,
     fs: Vec<String>,
+    http: Arc<HttpAccess>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -129,8 +135,11 @@ impl Plugin {
     /// [`Plugin::object`] with what `.tether/secrets.toml` gives this object
     /// (its `[objects."<key>"]` entry): values under the plugin's filesystem
     /// keys override the locator's for the directories preopened
-    /// (`fs_grants`), and reach the plugin in its config under the same key.
-    /// Nothing else of the entry enters the sandbox.
+    /// (`fs_grants`), and reach the plugin in its config under the same key;
+    /// so do its values under the plugin's HTTP URL keys, which with the
+    /// locator and config decide the origins its requests may reach
+    /// (`http.rs`). Nothing else of the entry enters the sandbox, and no HTTP
+    /// token does.
     pub fn object_with_secrets(
         self: &Arc<Self>,
         locator: &Value,
@@ -150,6 +159,21 @@ impl Plugin {
                 }
             }
         }
+        let secret_value = Value::Object(secret.clone());
+        for grant in self.http_grants() {
+            if let Some(v) = http::lookup(&secret_value, &grant.url_key) {
+                http::insert(&mut config, &grant.url_key, v.clone());
+            }
+        }
+        let access = HttpAccess::resolve(
+            self.kind(),
+            self.http_grants(),
+            locator,
+            &config,
+            secret,
+            |var| std::env::var(var).ok(),
+        );
+        access.strip(&mut config);
         ObjectClient {
             plugin: self.clone(),
             locator: json_in(locator),
@@ -166,6 +190,7 @@ impl Plugin {
             hash_cache: None,
             s3: None,
             checkout: None,
+            http: Arc::new(access),
         }
     }
 
@@ -191,10 +216,16 @@ impl Plugin {
                 self.kind()
             )));
         }
+        // The harness's configuration comes from whoever runs the
+        // conformance suite, not from a clone: it may name origins, tokens
+        // and `allow_http` as secrets.toml does.
+        let (config, http) = self.harness_http(&Value::Object(Map::new()), config);
         Ok(HarnessClient {
             plugin: self.clone(),
             scratch: scratch_uri.to_string(),
-            config: json_in(config),
+            config: json_in(&config),
+            given: config,
+            http,
         })
     }
 }
@@ -217,12 +248,35 @@ fn key_value(locator: &Value, config: &Value, key: &str) -> Option<String> {
     find(locator).or_else(|| key.contains('.').then(|| find(config)).flatten())
 }
 
+impl Plugin {
+    /// The HTTP access of a harness call on `locator`, and `config` as the
+    /// plugin gets it (no token).
+    fn harness_http(&self, locator: &Value, config: &Value) -> (Value, Arc<HttpAccess>) {
+        let secret = config.as_object().cloned().unwrap_or_default();
+        let access = HttpAccess::resolve(
+            self.kind(),
+            self.http_grants(),
+            locator,
+            config,
+            &secret,
+            |var| std::env::var(var).ok(),
+        );
+        let mut config = config.clone();
+        access.strip(&mut config);
+        (config, Arc::new(access))
+    }
+}
+
 /// Calls into a plugin's `harness` (conformance only).
 #[derive(Clone)]
 pub struct HarnessClient {
     plugin: Arc<Plugin>,
     scratch: String,
+    /// The configuration as the plugin gets it (JSON), and as given (with
+    /// any token, for resolving an object's access).
     config: String,
+    given: Value,
+    http: Arc<HttpAccess>,
 }
 
 impl HarnessClient {
@@ -277,10 +331,9 @@ impl HarnessClient {
     pub fn object(&self, locator: &Value) -> ObjectClient {
         // The run's configuration grants what it names (a dotted storage
         // key, a catalog) to the harness's objects as to any object.
-        let config =
-            serde_json::from_str(&self.config).unwrap_or_else(|_| Value::Object(Map::new()));
-        let mut client = self.plugin.object(locator, &config);
+        let mut client = self.plugin.object(locator, &self.given);
         client.config = self.config.clone();
+        client.http = self.plugin.harness_http(locator, &self.given).1;
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
         if !self.plugin.filesystem_keys().is_empty() {
@@ -301,6 +354,7 @@ impl HarnessClient {
             storage: vec![self.scratch.clone()],
             s3: None,
             fs,
+            http: self.http.clone(),
         }
     }
 
@@ -409,6 +463,7 @@ impl ObjectClient {
             storage: self.grants.clone(),
             s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
+            http: self.http.clone(),
         }
     }
 
@@ -781,6 +836,7 @@ async fn run_inner_batch(
         storage_grants(grants.storage, grants.s3),
         preopens,
         tree,
+        grants.http,
         calls,
     )
     .await;
@@ -825,10 +881,14 @@ async fn run_instance(
     grants: Grants,
     preopens: Preopens,
     tree: Tree,
+    http: Arc<HttpAccess>,
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
     store.data_mut().set_tree(tree);
+    if !http.is_empty() {
+        store.data_mut().set_http(http, plugin.shared.config.http);
+    }
     let s = &mut store;
     let backend = plugin
         .backend

@@ -17,8 +17,10 @@ use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::tether::backend::{log, storage, tree, types};
+use super::http::{HttpAccess, HttpLimits, HttpPolicy};
 use super::storage::{self as cap, Bucket, Grants};
 use super::tree::{self as tree_cap, Tree};
 
@@ -165,6 +167,10 @@ pub struct CallState {
     /// (the memory plugin opens its store per call, a verify batch makes
     /// hundreds of calls) reuses it, with the root directory it keeps open.
     opened: HashMap<String, Bucket>,
+    http_ctx: WasiHttpCtx,
+    /// Which origins `wasi:http` requests may reach: none until the client
+    /// grants the object's ([`CallState::set_http`]).
+    http: HttpPolicy,
 }
 
 impl CallState {
@@ -192,10 +198,17 @@ impl CallState {
             },
             grants,
             tree: Tree::default(),
+            http: HttpPolicy::deny_all(kind.clone()),
             kind,
             stderr,
             opened: HashMap::new(),
+            http_ctx: WasiHttpCtx::new(),
         })
+    }
+
+    /// Grant the call the object's HTTP origins, under `limits`.
+    pub(crate) fn set_http(&mut self, access: Arc<HttpAccess>, limits: HttpLimits) {
+        self.http = HttpPolicy::new(self.kind.clone(), access, limits);
     }
 
     /// Grant the call its `tree` capability (none until this is called).
@@ -216,6 +229,16 @@ impl WasiView for CallState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
         }
     }
 }

@@ -7,7 +7,8 @@
 //!   per object;
 //! - [`builtin`] holds the first-party plugins embedded in this binary;
 //! - [`registry`] resolves a dataset's pinned plugins and checks trust;
-//! - `storage`, `tree`, `sql` and `host` implement what plugins import.
+//! - `storage`, `tree`, `sql` and `host` implement what plugins import, `http`
+//!   the policy of their `wasi:http` requests.
 
 mod bindings;
 pub mod builtin;
@@ -18,6 +19,7 @@ mod fanout;
 mod fs_grants;
 mod git_guard;
 mod host;
+mod http;
 pub mod registry;
 mod runtime;
 mod sql;
@@ -30,6 +32,7 @@ pub(crate) use cache::read_descriptor as cached_descriptor;
 pub use client::{HarnessClient, ObjectClient};
 pub use error::{BackendError, PluginError};
 pub use fanout::{FanOut, MultiObjectError, fan_out};
+pub use http::HttpLimits;
 pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
     parse_descriptor,

@@ -22,6 +22,7 @@ use super::bindings::{
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
+use super::http::HttpLimits;
 use super::storage::Grants;
 use super::types::{Capability, Descriptor, HOST_ABI, HttpGrant};
 
@@ -39,6 +40,8 @@ pub struct RuntimeConfig {
     pub memory_limit: usize,
     /// How many plugin instances may be alive at once (pooling allocator).
     pub max_instances: u32,
+    /// Timeouts and the response cap of plugins' `wasi:http` requests.
+    pub http: HttpLimits,
 }
 
 /// Instances alive at once by default: twice what one fan-out runs
@@ -50,7 +53,8 @@ const DEFAULT_MAX_INSTANCES: u32 = 2 * super::fanout::MAX_IN_FLIGHT as u32;
 
 impl Default for RuntimeConfig {
     /// Defaults, overridable by `TETHER_PLUGIN_TIMEOUT` (seconds),
-    /// `TETHER_PLUGIN_MEMORY` (MiB) and `TETHER_CACHE_DIR`.
+    /// `TETHER_PLUGIN_MEMORY` (MiB), `TETHER_CACHE_DIR` and the HTTP limits'
+    /// variables ([`HttpLimits::default`]).
     fn default() -> Self {
         let timeout = std::env::var("TETHER_PLUGIN_TIMEOUT")
             .ok()
@@ -68,6 +72,7 @@ impl Default for RuntimeConfig {
             call_timeout: timeout,
             memory_limit: memory_mib << 20,
             max_instances: DEFAULT_MAX_INSTANCES,
+            http: HttpLimits::default(),
         }
     }
 }
@@ -181,6 +186,10 @@ impl Runtime {
         let engine = build_engine(&config)?;
         let mut linker = Linker::<CallState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        // Every plugin may import `wasi:http`; each request is checked
+        // against its call's grants (`http.rs`), so without one all fail.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         BackendPluginFull::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
             .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
