@@ -8,10 +8,10 @@
 //! file, so the protocol is exercised exactly; reading such a table with an
 //! engine would fail, which is why the real-library tests use pyiceberg.
 
+use crate::db::{Connection, text};
 use serde_json::{Value, json};
 use tether_sdk::harness::scratch_child;
 use tether_sdk::kit::random_hex;
-use tether_sdk::sql::Connection;
 use tether_sdk::{Error, Harness, Result};
 
 use crate::catalog::{Catalog, Outcome};
@@ -122,25 +122,16 @@ impl Harness for IcebergHarness {
             uuid::Uuid::new_v4()
         );
         write_metadata(&metadata_location, &meta)?;
-        let insert = match conn.dialect() {
-            tether_sdk::sql::Dialect::Postgres => {
-                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
-                 metadata_location, previous_metadata_location, iceberg_type) \
-                 VALUES ($1, $2, $3, $4, NULL, 'TABLE')"
-            }
-            _ => {
-                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
-                 metadata_location, previous_metadata_location, iceberg_type) \
-                 VALUES (?, ?, ?, ?, NULL, 'TABLE')"
-            }
-        };
+        let insert = "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
+                      metadata_location, previous_metadata_location, iceberg_type) \
+                      VALUES (?, ?, ?, ?, NULL, 'TABLE')";
         conn.execute(
             insert,
             &[
-                "default".into(),
-                NAMESPACE.into(),
-                name.as_str().into(),
-                metadata_location.as_str().into(),
+                text("default"),
+                text(NAMESPACE),
+                text(&name),
+                text(&metadata_location),
             ],
         )?;
         Ok(json!({

@@ -40,6 +40,7 @@
 //! the caller reviewed ([`catalog`]).
 
 pub mod catalog;
+mod db;
 mod harness;
 pub mod metadata;
 mod rest;

@@ -17,7 +17,7 @@
 //! first: this catalog removes its orphaned file, reads again and, if the
 //! requirements still hold, tries again.
 
-use tether_sdk::sql::{Connection, Dialect, Value as SqlValue};
+use crate::db::{self, Connection, Value as SqlValue};
 use tether_sdk::storage::{Bucket, PutMode, StorageError};
 use tether_sdk::{Error, Result};
 
@@ -122,31 +122,11 @@ impl SqlCatalog {
         })
     }
 
-    /// `sql` with `?` placeholders in this connection's dialect.
-    fn statement(&self, sql: &str) -> String {
-        match self.conn.dialect() {
-            Dialect::Postgres => {
-                let mut out = String::with_capacity(sql.len() + 8);
-                let mut n = 0;
-                for c in sql.chars() {
-                    if c == '?' {
-                        n += 1;
-                        out.push_str(&format!("${n}"));
-                    } else {
-                        out.push(c);
-                    }
-                }
-                out
-            }
-            _ => sql.to_owned(),
-        }
-    }
-
     fn key(&self) -> Vec<SqlValue> {
         vec![
-            SqlValue::from(self.catalog_name.as_str()),
-            SqlValue::from(self.namespace.as_str()),
-            SqlValue::from(self.table.as_str()),
+            db::text(self.catalog_name.as_str()),
+            db::text(self.namespace.as_str()),
+            db::text(self.table.as_str()),
         ]
     }
 
@@ -156,12 +136,10 @@ impl SqlCatalog {
 
     /// The row's `metadata_location`.
     fn pointer(&self) -> Result<String> {
-        let sql = self.statement(
-            "SELECT metadata_location FROM iceberg_tables \
+        let sql = "SELECT metadata_location FROM iceberg_tables \
              WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
-             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
-        );
-        let rows = self.conn.query(&sql, &self.key())?;
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)";
+        let rows = self.conn.query(sql, &self.key())?;
         let cell = rows
             .rows
             .into_iter()
@@ -205,18 +183,16 @@ impl Catalog for SqlCatalog {
             let uuid = uuid::Uuid::new_v4().to_string();
             let next_location = metadata.next_location(&location, &uuid)?;
             write_metadata(&next_location, &next)?;
-            let sql = self.statement(
-                "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
+            let sql = "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
                  WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
-                 AND metadata_location = ?",
-            );
+                 AND metadata_location = ?";
             let mut params = vec![
-                SqlValue::from(next_location.as_str()),
-                SqlValue::from(location.as_str()),
+                db::text(next_location.as_str()),
+                db::text(location.as_str()),
             ];
             params.extend(self.key());
-            params.push(SqlValue::from(location.as_str()));
-            match self.conn.execute(&sql, &params) {
+            params.push(db::text(location.as_str()));
+            match self.conn.execute(sql, &params) {
                 Ok(1) => return Ok(Outcome::Committed(next)),
                 Ok(0) => {
                     // Another writer's commit landed first: ours points nowhere.
@@ -230,7 +206,7 @@ impl Catalog for SqlCatalog {
                 }
                 // Whether the row moved is unknown (a timeout, a lost
                 // connection): the new file stays, as it may be the table's.
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Err(Error::backend(format!(
