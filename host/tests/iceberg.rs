@@ -328,14 +328,14 @@ out({"snapshots": sorted(s.snapshot_id for s in t.snapshots()),
 }
 
 #[test]
-fn sql_catalog_on_sqlite() {
+fn sqlite_catalog_lifecycle() {
     let d = Dataset::init();
     let catalog = sqlite_catalog(&d);
     lifecycle(&d, &catalog);
 }
 
 #[test]
-fn sql_catalog_on_postgres() {
+fn postgres_catalog_lifecycle() {
     let pg = tether_testkit::Postgres::start();
     let d = Dataset::init();
     let catalog = postgres_catalog(&d, &pg);
@@ -351,7 +351,7 @@ fn sql_catalog_on_postgres() {
 }
 
 #[test]
-fn rest_catalog() {
+fn rest_catalog_lifecycle() {
     let d = Dataset::init();
     let catalog = rest_catalog(&d, "rest-token-8c1d");
     lifecycle(&d, &catalog);
