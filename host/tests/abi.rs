@@ -121,6 +121,39 @@ fn a_plugin_built_against_the_frozen_0_1_1_contract_keeps_its_describe_ext() {
 }
 
 #[test]
+fn a_plugin_built_against_the_frozen_0_1_2_contract_keeps_its_directory_and_gets_no_network() {
+    block_on(async {
+        let path = test_plugin("abi_0_1_2");
+        let bytes = std::fs::read(&path).expect("read the fixture");
+        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+        assert!(has("tether:backend/backend@0.1.2"));
+        assert!(has("tether:backend/describe-fs@0.1.2"));
+        assert!(!has("describe-net") && !has("tether:backend/sql"));
+        assert_ne!(HOST_ABI, "0.1.2");
+
+        let old = runtime()
+            .load_file(&path)
+            .await
+            .expect("the 0.1.2 plugin loads in this host");
+        assert_eq!(old.descriptor().abi, "0.1.2");
+        assert_eq!(
+            old.config_keys().await.expect("config keys"),
+            Some(vec!["region".to_string()])
+        );
+        assert_eq!(old.filesystem_keys(), ["path"]);
+        // describe-net came in 0.1.3: no SQL key, no HTTP origin.
+        assert!(old.sql_keys().is_empty());
+        assert!(old.http_grants().is_empty());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let obj = old.object(&json!({"path": dir.path().to_str().unwrap()}), &json!({}));
+        assert_eq!(
+            obj.fingerprint(None).await.expect("fingerprint"),
+            json!({"visible": true})
+        );
+    });
+}
+
+#[test]
 fn a_plugin_declaring_an_incompatible_contract_is_refused_naming_both_versions() {
     block_on(async {
         let err = runtime()

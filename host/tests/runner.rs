@@ -27,6 +27,7 @@ mod immutable;
 mod inspect;
 mod interrupted;
 mod jj_vcs;
+mod net_sql;
 mod pinning_loop;
 mod plugins_lifecycle;
 mod progress;

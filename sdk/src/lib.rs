@@ -28,6 +28,8 @@
 //!   host (locator keys named in `tree_keys`).
 //! - [`http`]: a blocking `wasi:http` client for the origins the host grants
 //!   the object (`describe-net`'s HTTP grants); the host adds credentials.
+//! - [`sql`]: databases the host connects to for the plugin
+//!   ([`sql::Connection`], since 0.1.3; keys named by [`DescribeNet`]).
 //! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
 //! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
 //!
@@ -129,6 +131,7 @@ pub mod http;
 pub mod json;
 pub mod kit;
 pub mod log;
+pub mod sql;
 pub mod storage;
 pub mod tree;
 

@@ -51,6 +51,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
             r.digest,
             if r.pinned { " (pinned)" } else { "" }
         );
+        if !r.imports.is_empty() {
+            outln!("{:width$}  imports {}", "", r.imports.join(", "));
+        }
         if let Some(note) = &r.note {
             outln!("{:width$}  note: {note}", "");
         }

@@ -29,6 +29,9 @@ pub struct BackendInfo {
     /// Whether the dataset pins this kind (`[plugins.<kind>]`); always false
     /// outside a dataset.
     pub pinned: bool,
+    /// The host capabilities the component imports: `storage`, `tree`,
+    /// `sql`, `wasi:http`, `filesystem` (`Plugin::host_imports`).
+    pub imports: Vec<String>,
 }
 
 fn row(p: &Plugin, pinned: bool) -> BackendInfo {
@@ -49,6 +52,7 @@ fn row(p: &Plugin, pinned: bool) -> BackendInfo {
         source: p.source().to_string(),
         digest: p.digest().to_string(),
         pinned,
+        imports: p.host_imports().iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -83,6 +87,7 @@ pub async fn list_for(repo: &Repo) -> Result<Vec<BackendInfo>> {
             source: "refused".to_string(),
             digest: repo.config.plugins[kind].digest.clone(),
             pinned: true,
+            imports: Vec::new(),
         });
     }
     rows.sort_by(|a, b| a.kind.cmp(&b.kind));

@@ -470,7 +470,8 @@ impl Repo {
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
-            .with_checkout(self.vcs.root());
+            .with_checkout(self.vcs.root())
+            .with_sql_uri_settings(|address| self.sql_uri_settings(address));
         self.with_s3_settings(client, None, plugin.kind(), locator)
     }
 
@@ -567,8 +568,15 @@ impl Repo {
         let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
-            .with_checkout(self.vcs.root());
+            .with_checkout(self.vcs.root())
+            .with_sql_uri_settings(|address| self.sql_uri_settings(address));
         self.with_s3_settings(client, Some(key), plugin.kind(), locator)
+    }
+
+    /// secrets.toml's settings for a database address (the longest matching
+    /// `[uris."<prefix>"]`): where its `password` or `password_env` is.
+    fn sql_uri_settings(&self, address: &str) -> Option<Map<String, Value>> {
+        self.secrets.uri_entry(address).map(|(_, o)| o.clone())
     }
 
     /// [`Repo::client`] for the object `key` ([`Repo::client_for_key`]).

@@ -28,6 +28,7 @@ use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
 use super::http::{self, HttpAccess};
 use super::runtime::Plugin;
+use super::sql::{SqlAccess, SqlGrants};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
@@ -103,6 +104,8 @@ pub struct ObjectClient {
     checkout: Option<PathBuf>,
     /// The origins its `wasi:http` requests may reach.
     http: Arc<HttpAccess>,
+    /// The SQL connections this object's calls may open (`describe-net`).
+    sql: Arc<SqlGrants>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -114,6 +117,7 @@ struct Access {
     s3: Option<S3Resolution>,
     fs: Vec<String>,
     http: Arc<HttpAccess>,
+    sql: Arc<SqlGrants>,
 }
 
 impl std::fmt::Debug for ObjectClient {
@@ -138,8 +142,10 @@ impl Plugin {
     /// (`fs_grants`), and reach the plugin in its config under the same key;
     /// so do its values under the plugin's HTTP URL keys, which with the
     /// locator and config decide the origins its requests may reach
-    /// (`http.rs`). Nothing else of the entry enters the sandbox, and no HTTP
-    /// token does.
+    /// (`http.rs`). Database addresses under its `sql-keys` are looked up in
+    /// the locator, then the entry, then `config` ([`SqlGrants::resolve`]);
+    /// the plugin's copies of them lose their passwords. Nothing else of the
+    /// entry enters the sandbox, and no HTTP token does.
     pub fn object_with_secrets(
         self: &Arc<Self>,
         locator: &Value,
@@ -174,9 +180,11 @@ impl Plugin {
             |var| std::env::var(var).ok(),
         );
         access.strip(&mut config);
+        let mut plugin_locator = locator.clone();
+        let sql = SqlGrants::resolve(self.sql_keys(), &mut plugin_locator, &mut config, secret);
         ObjectClient {
             plugin: self.clone(),
-            locator: json_in(locator),
+            locator: json_in(&plugin_locator),
             config: json_in(&config),
             grants: values(&self.descriptor().storage_keys),
             // Local paths only: `TreeGrants` grants nothing for a relative
@@ -191,6 +199,7 @@ impl Plugin {
             s3: None,
             checkout: None,
             http: Arc::new(access),
+            sql: Arc::new(sql),
         }
     }
 
@@ -226,6 +235,7 @@ impl Plugin {
             config: json_in(&config),
             given: config,
             http,
+            sql_scratch: None,
         })
     }
 }
@@ -277,14 +287,38 @@ pub struct HarnessClient {
     config: String,
     given: Value,
     http: Arc<HttpAccess>,
+    /// A database address the harness gets under each of the plugin's
+    /// `sql-keys` the locator does not name (conformance's SQL scratch).
+    sql_scratch: Option<String>,
 }
 
 impl HarnessClient {
+    /// Grant `address` (a database address, its password kept by the host)
+    /// to the harness's calls and its objects' under each of the plugin's
+    /// `sql-keys` that the locator leaves unset.
+    pub fn with_sql_scratch(mut self, address: &str) -> Self {
+        self.sql_scratch = Some(address.to_string());
+        self
+    }
+
+    /// The config a call of the harness or one of its objects resolves
+    /// its SQL grants from: the SQL scratch under every `sql-key` unset.
+    fn sql_config(&self) -> Value {
+        let mut config: Value = serde_json::from_str(&self.config).unwrap_or_default();
+        if let (Some(address), Value::Object(map)) = (&self.sql_scratch, &mut config) {
+            for key in self.plugin.sql_keys() {
+                map.entry(key.clone())
+                    .or_insert_with(|| Value::String(address.clone()));
+            }
+        }
+        config
+    }
+
     /// Make a fresh system under the scratch URI; returns its locator.
     pub async fn new_object(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -302,7 +336,7 @@ impl HarnessClient {
     ) -> Result<(), BackendError> {
         run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             &json_in(locator),
             self.access(),
             self.scratch_tree(),
@@ -316,7 +350,7 @@ impl HarnessClient {
     pub async fn fresh_locator(&self) -> Result<Value, BackendError> {
         let reply = run(
             &self.plugin,
-            &self.config,
+            &self.harness_config(),
             "{}",
             self.access(),
             self.scratch_tree(),
@@ -329,17 +363,41 @@ impl HarnessClient {
     /// A client for an object the harness made, with the scratch URI granted
     /// besides what the locator names.
     pub fn object(&self, locator: &Value) -> ObjectClient {
-        // The run's configuration grants what it names (a dotted storage
-        // key, a catalog) to the harness's objects as to any object.
-        let mut client = self.plugin.object(locator, &self.given);
-        client.config = self.config.clone();
+        let mut client = self.plugin.object(locator, &self.sql_config());
         client.http = self.plugin.harness_http(locator, &self.given).1;
+        if self.sql_scratch.is_some() {
+            // The harness wrote the scratch's address into the locator as it
+            // saw it, without the password: the host still has it.
+            let scratch = self.scratch_sql_grants();
+            client.sql = Arc::new((*client.sql).clone().with_passwords_of(&scratch));
+        }
         client.grants.push(self.scratch.clone());
         client.tree_grants.push(self.scratch.clone());
         if !self.plugin.filesystem_keys().is_empty() {
             client.fs_grants.push(self.scratch.clone());
         }
         client
+    }
+
+    /// The SQL grants of the harness's own calls, and the config they see.
+    fn scratch_sql(&self) -> (SqlGrants, String) {
+        let mut config = self.sql_config();
+        let grants = SqlGrants::resolve(
+            self.plugin.sql_keys(),
+            &mut Value::Object(Default::default()),
+            &mut config,
+            &Map::new(),
+        );
+        (grants, json_in(&config))
+    }
+
+    fn scratch_sql_grants(&self) -> SqlGrants {
+        self.scratch_sql().0
+    }
+
+    /// The config the harness's own calls are configured with.
+    fn harness_config(&self) -> String {
+        self.scratch_sql().1
     }
 
     /// The scratch URI as a storage grant, and as a preopened directory for
@@ -355,6 +413,7 @@ impl HarnessClient {
             s3: None,
             fs,
             http: self.http.clone(),
+            sql: Arc::new(self.scratch_sql_grants()),
         }
     }
 
@@ -464,7 +523,31 @@ impl ObjectClient {
             s3: self.s3.clone(),
             fs: self.fs_grants.clone(),
             http: self.http.clone(),
+            sql: self.sql.clone(),
         }
+    }
+
+    /// Give this object's database addresses that hold no password one from
+    /// secrets.toml's `[uris."<prefix>"]` entry for the address (as
+    /// `uri_settings` finds it): `password`, or `password_env` naming an
+    /// environment variable. The plugin never sees it.
+    pub fn with_sql_uri_settings(
+        mut self,
+        uri_settings: impl Fn(&str) -> Option<Map<String, Value>>,
+    ) -> Self {
+        if !self.sql.is_empty() {
+            let grants = (*self.sql)
+                .clone()
+                .with_uri_settings(uri_settings, |v| std::env::var(v).ok());
+            self.sql = Arc::new(grants);
+        }
+        self
+    }
+
+    /// The connection names this object's calls may open, with their
+    /// addresses as the plugin sees them (no password).
+    pub fn sql_grants(&self) -> &SqlGrants {
+        &self.sql
     }
 
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
@@ -835,8 +918,7 @@ async fn run_inner_batch(
         locator,
         storage_grants(grants.storage, grants.s3),
         preopens,
-        tree,
-        grants.http,
+        (tree, grants.sql, grants.http),
         calls,
     )
     .await;
@@ -880,8 +962,7 @@ async fn run_instance(
     locator: &str,
     grants: Grants,
     preopens: Preopens,
-    tree: Tree,
-    http: Arc<HttpAccess>,
+    (tree, sql, http): (Tree, Arc<SqlGrants>, Arc<HttpAccess>),
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
@@ -889,6 +970,9 @@ async fn run_instance(
     if !http.is_empty() {
         store.data_mut().set_http(http, plugin.shared.config.http);
     }
+    store
+        .data_mut()
+        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql));
     let s = &mut store;
     let backend = plugin
         .backend

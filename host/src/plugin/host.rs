@@ -1,5 +1,5 @@
 //! The per-call store state and the host side of the imported interfaces
-//! (`storage`, `tree`, `log`).
+//! (`storage`, `tree`, `log`; `sql` is in `sql.rs`).
 //!
 //! Every call gets a fresh [`CallState`]: its storage grants come from the
 //! object's locator (the keys the plugin's descriptor names as storage keys),
@@ -21,6 +21,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::tether::backend::{log, storage, tree, types};
 use super::http::{HttpAccess, HttpLimits, HttpPolicy};
+use super::sql::SqlAccess;
 use super::storage::{self as cap, Bucket, Grants};
 use super::tree::{self as tree_cap, Tree};
 
@@ -161,6 +162,9 @@ pub struct CallState {
     /// The `tree` capability: its own grants (the locator's tree keys) and
     /// the dataset's hash cache, set by the client after instantiation.
     tree: Tree,
+    /// The `sql` capability: the connection names granted (none until
+    /// [`CallState::set_sql`]) and the statement limits.
+    sql: SqlAccess,
     kind: Arc<str>,
     stderr: MemoryOutputPipe,
     /// Buckets this instance opened, by normalised URI: opening one again
@@ -199,6 +203,7 @@ impl CallState {
             grants,
             tree: Tree::default(),
             http: HttpPolicy::deny_all(kind.clone()),
+            sql: SqlAccess::default(),
             kind,
             stderr,
             opened: HashMap::new(),
@@ -214,6 +219,24 @@ impl CallState {
     /// Grant the call its `tree` capability (none until this is called).
     pub(crate) fn set_tree(&mut self, tree: Tree) {
         self.tree = tree;
+    }
+
+    /// Grant the call its `sql` capability (none until this is called).
+    pub(crate) fn set_sql(&mut self, sql: SqlAccess) {
+        self.sql = sql;
+    }
+
+    pub(crate) fn sql_access(&self) -> &SqlAccess {
+        &self.sql
+    }
+
+    pub(crate) fn table_mut(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// The plugin's kind, for log lines.
+    pub(crate) fn kind_name(&self) -> Arc<str> {
+        self.kind.clone()
     }
 
     /// What the plugin wrote to stderr during the call (a panic message, say).

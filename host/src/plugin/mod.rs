@@ -22,7 +22,7 @@ mod host;
 mod http;
 pub mod registry;
 mod runtime;
-mod sql;
+pub mod sql;
 pub mod storage;
 pub mod tree;
 mod types;
@@ -37,6 +37,7 @@ pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
     parse_descriptor,
 };
+pub use sql::{SqlGrants, SqlLimits};
 pub use types::{
     Capability, ChangeEntry, Descriptor, Expected, HOST_ABI, Handle, HistoryEntry, HttpGrant,
     ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,

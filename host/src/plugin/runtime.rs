@@ -23,6 +23,7 @@ use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
 use super::http::HttpLimits;
+use super::sql::SqlLimits;
 use super::storage::Grants;
 use super::types::{Capability, Descriptor, HOST_ABI, HttpGrant};
 
@@ -42,6 +43,8 @@ pub struct RuntimeConfig {
     pub max_instances: u32,
     /// Timeouts and the response cap of plugins' `wasi:http` requests.
     pub http: HttpLimits,
+    /// The statement timeout and row cap of the `sql` capability.
+    pub sql: SqlLimits,
 }
 
 /// Instances alive at once by default: twice what one fan-out runs
@@ -53,8 +56,9 @@ const DEFAULT_MAX_INSTANCES: u32 = 2 * super::fanout::MAX_IN_FLIGHT as u32;
 
 impl Default for RuntimeConfig {
     /// Defaults, overridable by `TETHER_PLUGIN_TIMEOUT` (seconds),
-    /// `TETHER_PLUGIN_MEMORY` (MiB), `TETHER_CACHE_DIR` and the HTTP limits'
-    /// variables ([`HttpLimits::default`]).
+    /// `TETHER_PLUGIN_MEMORY` (MiB), `TETHER_CACHE_DIR`, the HTTP limits'
+    /// variables ([`HttpLimits::default`]), and for `sql` `TETHER_SQL_TIMEOUT`
+    /// (seconds) and `TETHER_SQL_MAX_ROWS`.
     fn default() -> Self {
         let timeout = std::env::var("TETHER_PLUGIN_TIMEOUT")
             .ok()
@@ -73,6 +77,7 @@ impl Default for RuntimeConfig {
             memory_limit: memory_mib << 20,
             max_instances: DEFAULT_MAX_INSTANCES,
             http: HttpLimits::default(),
+            sql: SqlLimits::from_env(),
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct Plugin {
     /// for a plugin without it.
     http_grants: Vec<HttpGrant>,
     sql_keys: Vec<String>,
+    /// The host capabilities the component imports ([`Plugin::host_imports`]).
+    host_imports: Vec<&'static str>,
     pub(crate) kind: Arc<str>,
     descriptor: Descriptor,
     digest: String,
@@ -295,6 +302,12 @@ impl Runtime {
         let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
         let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
         let describe_net = describe_net_iface::GuestIndices::new(&pre).ok();
+        let import_names: Vec<String> = component
+            .component_type()
+            .imports(&shared.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let host_imports = host_imports(&import_names, describe_fs.is_some());
         let mut plugin = Plugin {
             shared: self.shared.clone(),
             pre,
@@ -304,6 +317,7 @@ impl Runtime {
             filesystem_keys: Vec::new(),
             http_grants: Vec::new(),
             sql_keys: Vec::new(),
+            host_imports,
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
             digest: format!("sha256:{digest_hex}"),
@@ -429,6 +443,15 @@ impl Plugin {
         ext.call_filesystem_keys(&mut store)
             .await
             .map_err(|e| self.fault(e, &store))
+    }
+
+    /// The host capabilities the component imports, of `storage`, `tree`,
+    /// `sql`, `wasi:http` and `filesystem` (`tether backends` shows them).
+    /// `filesystem` only for a plugin that also exports `describe-fs`: every
+    /// wasip2 program imports `wasi:filesystem`, and only those get a
+    /// directory.
+    pub fn host_imports(&self) -> &[&'static str] {
+        &self.host_imports
     }
 
     /// The origins this plugin may reach over `wasi:http`
@@ -560,6 +583,22 @@ impl Plugin {
             self.kind.to_string()
         }
     }
+}
+
+/// The host capabilities among a component's import names
+/// (`tether:backend/sql@0.1.3`, `wasi:http/outgoing-handler@0.2.6`, ...).
+fn host_imports(names: &[String], describes_fs: bool) -> Vec<&'static str> {
+    let imports = |prefix: &str| names.iter().any(|n| n.starts_with(prefix));
+    [
+        ("storage", imports("tether:backend/storage@")),
+        ("tree", imports("tether:backend/tree@")),
+        ("sql", imports("tether:backend/sql@")),
+        ("wasi:http", imports("wasi:http/")),
+        ("filesystem", describes_fs && imports("wasi:filesystem/")),
+    ]
+    .into_iter()
+    .filter_map(|(name, yes)| yes.then_some(name))
+    .collect()
 }
 
 fn empty_descriptor() -> Descriptor {

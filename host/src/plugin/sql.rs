@@ -1,62 +1,1561 @@
 //! The host's `sql` capability (`wit/net.wit`, since 0.1.3): database
 //! connections the host opens for a plugin, by the names its
-//! `describe-net.sql-keys` declares. For now every `open` is denied.
+//! `describe-net.sql-keys` declares.
+//!
+//! Grants are per call and come from the object, never from the plugin: for
+//! each declared key the host looks the address up in the locator, then in
+//! what `.tether/secrets.toml` gives the object (its `[objects."<key>"]`
+//! entry, then `[backends.<kind>]`), then the committed `[backends.<kind>]`
+//! ([`SqlGrants::resolve`]). The host keeps the address with its password;
+//! the plugin's copy of the value (in its locator or configuration) has the
+//! password removed. A password is taken, in this order, from the address
+//! itself, from a `password` or `password_env` setting of the
+//! `[uris."<prefix>"]` entry of secrets.toml whose prefix matches the address
+//! without its password ([`SqlGrants::with_uri_settings`]), or for
+//! PostgreSQL from `PGPASSWORD` / `~/.pgpass` as libpq would.
+//!
+//! Connections are sqlx's (PostgreSQL, SQLite, MySQL protocol), opened when
+//! the plugin calls `connection.open` and closed when it drops the resource
+//! or the call's store goes; an open transaction is rolled back then. Every
+//! statement runs alone (one per call), with typed parameters, under a
+//! statement timeout (server-side on PostgreSQL and MySQL, an interrupting
+//! progress handler on SQLite, and a host-side bound over all) and a row
+//! cap ([`SqlLimits`]). No message that leaves this module holds the
+//! password: each is scrubbed of it, however the driver worded it.
+//!
+//! A SQLite address is a local path from the object's configuration, which
+//! a clone may control: it is opened only when it exists as a regular file,
+//! not through a symlink in its last component, and never created; and a
+//! plugin's statement may not `ATTACH` another file or `VACUUM INTO` one.
 
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt as _;
+use futures::stream::BoxStream;
+use serde_json::{Map, Value as Json};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlRow};
+use sqlx::postgres::types::Oid;
+use sqlx::postgres::{
+    PgArgumentBuffer, PgConnectOptions, PgConnection, PgRow, PgTypeInfo, Postgres,
+};
+use sqlx::sqlite::{Sqlite, SqliteConnectOptions, SqliteConnection, SqliteRow};
+use sqlx::{AssertSqlSafe, Column as _, ConnectOptions as _, Connection as _, Executor as _};
+use sqlx::{Row as _, SqlSafeStr as _, Statement as _, TypeInfo as _, ValueRef as _};
 use wasmtime::Result as WtResult;
 use wasmtime::component::Resource;
 
 use super::bindings::tether::backend::sql;
 use super::host::CallState;
 
+/// Limits every SQL statement of a plugin runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqlLimits {
+    /// How long one statement (or one connect) may take.
+    pub statement_timeout: Duration,
+    /// How many rows one `query` may return; more is `too-many-rows`.
+    pub max_rows: u64,
+}
+
+impl SqlLimits {
+    /// 30 s per statement.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// 100 000 rows per query.
+    pub const DEFAULT_MAX_ROWS: u64 = 100_000;
+
+    /// The defaults, overridable by `TETHER_SQL_TIMEOUT` (seconds) and
+    /// `TETHER_SQL_MAX_ROWS`.
+    pub fn from_env() -> SqlLimits {
+        let timeout = std::env::var("TETHER_SQL_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|s| *s > 0.0 && s.is_finite())
+            .map(Duration::from_secs_f64)
+            .unwrap_or(Self::DEFAULT_TIMEOUT);
+        let max_rows = std::env::var("TETHER_SQL_MAX_ROWS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(Self::DEFAULT_MAX_ROWS);
+        SqlLimits {
+            statement_timeout: timeout,
+            max_rows,
+        }
+    }
+}
+
+impl Default for SqlLimits {
+    fn default() -> Self {
+        SqlLimits {
+            statement_timeout: Self::DEFAULT_TIMEOUT,
+            max_rows: Self::DEFAULT_MAX_ROWS,
+        }
+    }
+}
+
+/// How long past the statement timeout the host waits for the database to
+/// report it, before it gives up on the connection itself.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+
+/// Which protocol an address speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+    MySql,
+}
+
+impl Dialect {
+    fn wit(self) -> sql::Dialect {
+        match self {
+            Dialect::Postgres => sql::Dialect::Postgres,
+            Dialect::Sqlite => sql::Dialect::Sqlite,
+            Dialect::MySql => sql::Dialect::Mysql,
+        }
+    }
+}
+
+/// A password: never printed.
+#[derive(Clone, PartialEq, Eq)]
+struct Password(String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<hidden>")
+    }
+}
+
+/// Where a grant connects, without its password.
+#[derive(Debug, Clone)]
+enum Address {
+    Postgres(Box<PgConnectOptions>),
+    Sqlite(PathBuf),
+    MySql(Box<MySqlConnectOptions>),
+}
+
+impl Address {
+    fn dialect(&self) -> Dialect {
+        match self {
+            Address::Postgres(_) => Dialect::Postgres,
+            Address::Sqlite(_) => Dialect::Sqlite,
+            Address::MySql(_) => Dialect::MySql,
+        }
+    }
+}
+
+/// One connection name a call may open.
+#[derive(Debug, Clone)]
+struct SqlGrant {
+    key: String,
+    /// The address as the plugin sees it and logs show it: no password.
+    shown: String,
+    /// Where to connect, or why the value cannot be used (never quoting it).
+    address: Result<Address, String>,
+    password: Option<Password>,
+}
+
+/// The connection names one object's calls may open. `Debug` never shows a
+/// password.
+#[derive(Debug, Clone, Default)]
+pub struct SqlGrants {
+    grants: Vec<SqlGrant>,
+}
+
+impl SqlGrants {
+    /// The grants of an object whose plugin declares `keys`: each key's
+    /// address looked up in `locator`, then `secret` (what secrets.toml
+    /// gives the object), then `config`. The plugin's copies are rewritten:
+    /// a value found in the locator is replaced there by its password-free
+    /// form, and the config gets the password-free form of the value used
+    /// under the same key (so an address only secrets.toml's object entry
+    /// gives reaches the plugin too).
+    pub fn resolve(
+        keys: &[String],
+        locator: &mut Json,
+        config: &mut Json,
+        secret: &Map<String, Json>,
+    ) -> SqlGrants {
+        let secret = Json::Object(secret.clone());
+        let mut grants = Vec::new();
+        for key in keys {
+            let in_locator = dotted_get(locator, key).cloned();
+            let found = in_locator
+                .clone()
+                .or_else(|| dotted_get(&secret, key).cloned())
+                .or_else(|| dotted_get(config, key).cloned());
+            let Some(found) = found else { continue };
+            let Json::String(raw) = &found else {
+                let grant = SqlGrant {
+                    key: key.clone(),
+                    shown: String::new(),
+                    address: Err(format!("the value under `{key}` is not a string")),
+                    password: None,
+                };
+                grants.push(grant);
+                continue;
+            };
+            let grant = SqlGrant::parse(key, raw);
+            if in_locator.is_some() {
+                if grant.password.is_some() {
+                    tracing::warn!(
+                        "the database address under `{key}` in a locator holds a password, \
+                         and locators are committed: move it to .tether/secrets.toml"
+                    );
+                }
+                dotted_set(locator, key, Json::String(grant.shown.clone()));
+                if let Some(Json::String(c)) = dotted_get(config, key) {
+                    let shown = SqlGrant::parse(key, c).shown;
+                    dotted_set(config, key, Json::String(shown));
+                }
+            } else {
+                dotted_set(config, key, Json::String(grant.shown.clone()));
+            }
+            grants.push(grant);
+        }
+        SqlGrants { grants }
+    }
+
+    /// Fill in the passwords of addresses that hold none from the settings
+    /// `uri_settings` gives for an address (secrets.toml's longest matching
+    /// `[uris."<prefix>"]` entry): `password`, or `password_env` naming an
+    /// environment variable `env` reads.
+    pub fn with_uri_settings(
+        mut self,
+        uri_settings: impl Fn(&str) -> Option<Map<String, Json>>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> SqlGrants {
+        for grant in &mut self.grants {
+            if grant.password.is_some() || grant.address.is_err() {
+                continue;
+            }
+            let Some(settings) = uri_settings(&grant.shown) else {
+                continue;
+            };
+            let password = match (settings.get("password"), settings.get("password_env")) {
+                (Some(Json::String(p)), _) => Some(p.clone()),
+                (_, Some(Json::String(var))) => env(var),
+                _ => None,
+            };
+            grant.password = password.filter(|p| !p.is_empty()).map(Password);
+        }
+        self
+    }
+
+    /// Give addresses that hold no password the one `other` holds for the
+    /// same address (as the plugin sees it): a harness's object names its
+    /// scratch database as the harness saw it.
+    pub fn with_passwords_of(mut self, other: &SqlGrants) -> SqlGrants {
+        for grant in self.grants.iter_mut().filter(|g| g.password.is_none()) {
+            if let Some(known) = other
+                .grants
+                .iter()
+                .find(|o| o.shown == grant.shown && o.password.is_some())
+            {
+                grant.password = known.password.clone();
+            }
+        }
+        self
+    }
+
+    /// Whether no connection name is granted.
+    pub fn is_empty(&self) -> bool {
+        self.grants.is_empty()
+    }
+
+    /// The granted names with their addresses as the plugin sees them.
+    pub fn shown(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.grants
+            .iter()
+            .map(|g| (g.key.as_str(), g.shown.as_str()))
+    }
+
+    fn get(&self, key: &str) -> Option<&SqlGrant> {
+        self.grants.iter().find(|g| g.key == key)
+    }
+}
+
+impl SqlGrant {
+    /// Parse one address: the forms `wit/net.wit` and docs/plugin-authors.md
+    /// list. Errors name the form, never the value.
+    fn parse(key: &str, raw: &str) -> SqlGrant {
+        let raw = raw.trim();
+        let body = raw.strip_prefix("ducklake:").unwrap_or(raw);
+        let (shown, address, password) = match parse_address(body) {
+            Ok((shown, address, password)) => (shown, Ok(address), password),
+            Err(why) => (
+                redact_unparsed(raw),
+                Err(format!("the database address under `{key}` {why}")),
+                None,
+            ),
+        };
+        // The plugin's copy keeps a `ducklake:` prefix it gave.
+        let shown = if body.len() != raw.len() && address.is_ok() {
+            format!("ducklake:{shown}")
+        } else {
+            shown
+        };
+        SqlGrant {
+            key: key.to_string(),
+            shown,
+            address,
+            password,
+        }
+    }
+}
+
+type Parsed = (String, Address, Option<Password>);
+
+fn parse_address(body: &str) -> Result<Parsed, String> {
+    let scheme_end = body
+        .find(':')
+        .ok_or("is not an address (postgres://, sqlite:, mysql://)")?;
+    let scheme = body[..scheme_end].to_ascii_lowercase();
+    // SQLAlchemy spells a driver after `+` (`postgresql+psycopg://`).
+    let family = scheme.split('+').next().unwrap_or_default();
+    let rest = &body[scheme_end + 1..];
+    match family {
+        "postgres" | "postgresql" if !rest.starts_with("//") => parse_libpq_keywords(body, rest),
+        "postgres" | "postgresql" => {
+            let (shown, url, password) = split_url(body)?;
+            let url = with_scheme(&url, "postgres");
+            let options = PgConnectOptions::from_url(&url).map_err(|e| {
+                format!(
+                    "is not a PostgreSQL URL sqlx accepts: {}",
+                    e.to_string().replace(url.as_str(), "<address>")
+                )
+            })?;
+            Ok((shown, Address::Postgres(Box::new(options)), password))
+        }
+        "mysql" | "mariadb" => {
+            let (shown, url, password) = split_url(body)?;
+            let url = with_scheme(&url, "mysql");
+            let options = MySqlConnectOptions::from_url(&url).map_err(|e| {
+                format!(
+                    "is not a MySQL URL sqlx accepts: {}",
+                    e.to_string().replace(url.as_str(), "<address>")
+                )
+            })?;
+            Ok((shown, Address::MySql(Box::new(options)), password))
+        }
+        "sqlite" => {
+            let path = sqlite_path(rest)?;
+            Ok((body.to_string(), Address::Sqlite(path), None))
+        }
+        _ => Err(format!(
+            "has scheme `{}`, which is not postgres, sqlite or mysql",
+            crate::model::display::quote(&scheme)
+        )),
+    }
+}
+
+/// A URL address split into the plugin's copy (no password), the host's
+/// URL (no password either: it is set on the options) and the password.
+fn split_url(body: &str) -> Result<(String, url::Url, Option<Password>), String> {
+    let mut url = url::Url::parse(body).map_err(|e| format!("is not a valid URL ({e})"))?;
+    let password = url
+        .password()
+        .map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .filter(|p| !p.is_empty())
+        .map(Password);
+    if url.password().is_some() {
+        url.set_password(None)
+            .map_err(|()| "is a URL that cannot hold a user".to_string())?;
+    }
+    Ok((url.to_string(), url, password))
+}
+
+/// `url` with its scheme replaced (`postgresql+psycopg` -> `postgres`);
+/// `Url::set_scheme` refuses some changes, so this goes through text.
+fn with_scheme(url: &url::Url, scheme: &str) -> url::Url {
+    let text = url.as_str();
+    let rest = &text[text.find(':').unwrap_or(0)..];
+    url::Url::parse(&format!("{scheme}{rest}")).unwrap_or_else(|_| url.clone())
+}
+
+/// libpq's keyword form after `postgres:` (`dbname=x host=y port=5432
+/// user=u password=p sslmode=disable`), values optionally single-quoted.
+/// Turned into the URL form, so sqlx applies `PGPASSWORD` and `~/.pgpass`
+/// as for any other address without a password.
+fn parse_libpq_keywords(body: &str, rest: &str) -> Result<Parsed, String> {
+    let pairs = libpq_pairs(rest)?;
+    let mut url = url::Url::parse("postgres://localhost/").expect("a valid URL");
+    let mut password = None;
+    let mut shown = Vec::new();
+    for (k, v) in &pairs {
+        let ok = match k.as_str() {
+            "password" => {
+                password = Some(Password(v.clone())).filter(|p| !p.0.is_empty());
+                continue;
+            }
+            "host" | "hostaddr" => url.set_host(Some(v)).is_ok(),
+            "port" => v
+                .parse()
+                .ok()
+                .is_some_and(|p| url.set_port(Some(p)).is_ok()),
+            "user" => url.set_username(v).is_ok(),
+            "dbname" => {
+                url.set_path(v);
+                true
+            }
+            "sslmode" | "application_name" => {
+                url.query_pairs_mut().append_pair(k, v);
+                true
+            }
+            other => {
+                return Err(format!(
+                    "has the keyword `{}`, which tether does not pass on (host, hostaddr, \
+                     port, user, password, dbname, sslmode, application_name)",
+                    crate::model::display::quote(other)
+                ));
+            }
+        };
+        if !ok {
+            return Err(format!("has a `{k}` that is not valid"));
+        }
+        shown.push(if v.is_empty() || v.contains([' ', '\'', '\\']) {
+            format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
+        } else {
+            format!("{k}={v}")
+        });
+    }
+    let options = PgConnectOptions::from_url(&url)
+        .map_err(|e| format!("is not a PostgreSQL address sqlx accepts: {e}"))?;
+    let scheme = &body[..body.len() - rest.len()];
+    Ok((
+        format!("{scheme}{}", shown.join(" ")),
+        Address::Postgres(Box::new(options)),
+        password,
+    ))
+}
+
+/// libpq's `key=value` pairs, separated by whitespace; a value in single
+/// quotes may hold spaces, with `\'` and `\\` escapes.
+fn libpq_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            return Ok(out);
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            key.push(c);
+            chars.next();
+        }
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.next() != Some('=') {
+            return Err("is not in libpq's `keyword=value` form".into());
+        }
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'\'') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    None => return Err("has an unterminated quoted value".into()),
+                    Some('\'') => break,
+                    Some('\\') => value.extend(chars.next()),
+                    Some(c) => value.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                value.push(c);
+                chars.next();
+            }
+        }
+        out.push((key.to_ascii_lowercase(), value));
+    }
+}
+
+/// The absolute path of a `sqlite:` address: `sqlite:///abs`,
+/// `sqlite:////abs` (SQLAlchemy's spelling), `sqlite:/abs`, `sqlite:abs`
+/// where `abs` is absolute. No query parameters, no in-memory database.
+fn sqlite_path(rest: &str) -> Result<PathBuf, String> {
+    if rest.contains('?') {
+        return Err("has query parameters, which a sqlite address may not".into());
+    }
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    let trimmed = path.trim_start_matches('/');
+    if trimmed.len() == path.len() || trimmed.is_empty() {
+        return Err("does not name an absolute path (sqlite:///abs/path.db)".into());
+    }
+    let decoded = percent_encoding::percent_decode_str(trimmed).decode_utf8_lossy();
+    Ok(Path::new("/").join(decoded.as_ref()))
+}
+
+/// The plugin's copy of a value the host cannot use: its password removed
+/// when it looks like a URL with one, else nothing of it.
+fn redact_unparsed(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut url) => {
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) if !raw.contains("password") && !raw.contains('@') => raw.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The value under a dotted key: the key as one member first (`"catalog.uri"`
+/// as a quoted TOML key), else the path through nested tables.
+fn dotted_get<'a>(value: &'a Json, key: &str) -> Option<&'a Json> {
+    let map = value.as_object()?;
+    if let Some(v) = map.get(key) {
+        return Some(v);
+    }
+    let (head, tail) = key.split_once('.')?;
+    dotted_get(map.get(head)?, tail)
+}
+
+/// Set the value under a dotted key where [`dotted_get`] finds it, else
+/// along the path, making tables as needed.
+fn dotted_set(value: &mut Json, key: &str, new: Json) {
+    let Json::Object(map) = value else { return };
+    if map.contains_key(key) {
+        map.insert(key.to_string(), new);
+        return;
+    }
+    match key.split_once('.') {
+        Some((head, tail)) => {
+            let child = map
+                .entry(head.to_string())
+                .or_insert_with(|| Json::Object(Map::new()));
+            if !child.is_object() {
+                return;
+            }
+            dotted_set(child, tail, new);
+        }
+        None => {
+            map.insert(key.to_string(), new);
+        }
+    }
+}
+
+/// What one call's `sql` capability may reach, and under which limits.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SqlAccess {
+    grants: Arc<SqlGrants>,
+    limits: SqlLimits,
+}
+
+impl SqlAccess {
+    pub(crate) fn new(grants: Arc<SqlGrants>, limits: SqlLimits) -> Self {
+        SqlAccess { grants, limits }
+    }
+}
+
+/// The live connection behind a resource.
+enum Conn {
+    Postgres(PgConnection),
+    Sqlite(SqliteConnection),
+    MySql(MySqlConnection),
+}
+
 /// The host type behind the WIT `connection` resource.
-pub struct SqlConnection;
+pub struct SqlConnection {
+    key: String,
+    dialect: Dialect,
+    /// `None` once the host gave up on it (a statement ran past the grace).
+    conn: Option<Conn>,
+    /// `Some(read_only)` while a transaction is open.
+    transaction: Option<bool>,
+    /// The texts no message may hold: the password, as given and encoded.
+    secrets: Vec<String>,
+    /// SQLite's progress handler interrupts a statement past this instant.
+    sqlite_deadline: Option<Arc<Mutex<Option<Instant>>>>,
+}
+
+/// A failure inside this module, before it is scrubbed and typed.
+enum Failure {
+    Db(sqlx::Error),
+    TooMany(u64),
+    Invalid(String),
+    Timeout,
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(e: sqlx::Error) -> Self {
+        Failure::Db(e)
+    }
+}
+
+impl SqlConnection {
+    /// `text` without any form of the password.
+    fn scrub(&self, text: String) -> String {
+        scrub(text, &self.secrets)
+    }
+
+    fn error(&self, failure: Failure, limits: &SqlLimits) -> sql::SqlError {
+        let timeout = || {
+            sql::SqlError::Timeout(format!(
+                "the statement ran past the host's statement timeout of {:?}",
+                limits.statement_timeout
+            ))
+        };
+        match failure {
+            Failure::TooMany(cap) => sql::SqlError::TooManyRows(cap),
+            Failure::Invalid(m) => sql::SqlError::Invalid(self.scrub(m)),
+            Failure::Timeout => timeout(),
+            Failure::Db(sqlx::Error::Database(db)) => {
+                let code = db.code().map(|c| c.into_owned());
+                // PostgreSQL: query_canceled (statement_timeout); MySQL:
+                // ER_QUERY_TIMEOUT; SQLite: SQLITE_INTERRUPT from the
+                // progress handler.
+                let timed_out = match self.dialect {
+                    Dialect::Postgres => code.as_deref() == Some("57014"),
+                    Dialect::MySql => db.message().contains("maximum statement execution time"),
+                    Dialect::Sqlite => code.as_deref() == Some("9"),
+                };
+                if timed_out {
+                    return timeout();
+                }
+                sql::SqlError::Database(sql::DbError {
+                    code: code.map(|c| self.scrub(c)),
+                    message: self.scrub(db.message().to_string()),
+                })
+            }
+            Failure::Db(
+                e @ (sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::WorkerCrashed),
+            ) => sql::SqlError::Connect(
+                self.scrub(format!("the connection `{}` failed: {e}", self.key)),
+            ),
+            Failure::Db(e) => sql::SqlError::Invalid(self.scrub(e.to_string())),
+        }
+    }
+
+    fn live(&mut self) -> Result<&mut Conn, Failure> {
+        self.conn.as_mut().ok_or_else(|| {
+            Failure::Invalid(format!(
+                "the connection `{}` was closed after a statement ran past its timeout; open it again",
+                self.key
+            ))
+        })
+    }
+
+    /// Run `op` on the connection under the statement timeout; past the
+    /// grace the connection is given up (closed), whatever it was doing.
+    async fn bounded<T>(
+        &mut self,
+        limits: &SqlLimits,
+        op: impl for<'c> FnOnce(&'c mut Conn) -> futures::future::BoxFuture<'c, Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        if let Some(deadline) = &self.sqlite_deadline {
+            *deadline.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(Instant::now() + limits.statement_timeout);
+        }
+        let conn = self.live()?;
+        let outcome =
+            tokio::time::timeout(limits.statement_timeout + TIMEOUT_GRACE, op(conn)).await;
+        if let Some(deadline) = &self.sqlite_deadline {
+            *deadline.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+        match outcome {
+            Ok(result) => result,
+            Err(_) => {
+                self.conn = None;
+                self.transaction = None;
+                Err(Failure::Timeout)
+            }
+        }
+    }
+}
+
+/// `text` with every non-empty secret replaced.
+fn scrub(mut text: String, secrets: &[String]) -> String {
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), "***");
+        }
+    }
+    text
+}
+
+/// The forms a password may take in a message.
+fn secret_forms(password: &Option<Password>) -> Vec<String> {
+    let Some(Password(p)) = password else {
+        return Vec::new();
+    };
+    let encoded =
+        percent_encoding::utf8_percent_encode(p, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let mut forms = vec![p.clone(), encoded];
+    forms.dedup();
+    forms
+}
+
+/// Open a connection for `grant`.
+async fn connect(grant: &SqlGrant, limits: &SqlLimits) -> Result<SqlConnection, sql::SqlError> {
+    let secrets = secret_forms(&grant.password);
+    let address = grant
+        .address
+        .as_ref()
+        .map_err(|why| sql::SqlError::Connect(scrub(why.clone(), &secrets)))?;
+    let timeout_ms = limits.statement_timeout.as_millis().max(1).to_string();
+    let mut sqlite_deadline = None;
+    let connecting = async {
+        Ok::<_, sqlx::Error>(match address {
+            Address::Postgres(options) => {
+                let mut options = (**options)
+                    .clone()
+                    .statement_cache_capacity(0)
+                    .options([("statement_timeout", timeout_ms.as_str())]);
+                if let Some(Password(p)) = &grant.password {
+                    options = options.password(p);
+                }
+                Conn::Postgres(options.connect().await?)
+            }
+            Address::MySql(options) => {
+                let mut options = (**options).clone().statement_cache_capacity(0);
+                if let Some(Password(p)) = &grant.password {
+                    options = options.password(p);
+                }
+                let mut conn = options.connect().await?;
+                // SELECTs only: the host's own bound covers the rest.
+                let set = format!("SET SESSION max_execution_time = {timeout_ms}");
+                conn.execute(AssertSqlSafe(set)).await?;
+                Conn::MySql(conn)
+            }
+            Address::Sqlite(path) => {
+                let options = SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(false)
+                    .statement_cache_capacity(0)
+                    .busy_timeout(limits.statement_timeout.min(Duration::from_secs(5)));
+                let mut conn = options.connect().await?;
+                let deadline: Arc<Mutex<Option<Instant>>> = Arc::default();
+                let watched = deadline.clone();
+                conn.lock_handle()
+                    .await?
+                    .set_progress_handler(1000, move || {
+                        let at = *watched.lock().unwrap_or_else(PoisonError::into_inner);
+                        at.is_none_or(|at| Instant::now() < at)
+                    });
+                sqlite_deadline = Some(deadline);
+                Conn::Sqlite(conn)
+            }
+        })
+    };
+    let refuse = |m: String| sql::SqlError::Connect(scrub(m, &secrets));
+    if let Address::Sqlite(path) = address {
+        check_sqlite_file(path).map_err(refuse)?;
+    }
+    let conn = match tokio::time::timeout(limits.statement_timeout, connecting).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            return Err(refuse(format!(
+                "cannot connect to `{}` ({}): {e}",
+                grant.key, grant.shown
+            )));
+        }
+        Err(_) => {
+            return Err(refuse(format!(
+                "connecting to `{}` ({}) took longer than {:?}",
+                grant.key, grant.shown, limits.statement_timeout
+            )));
+        }
+    };
+    Ok(SqlConnection {
+        key: grant.key.clone(),
+        dialect: address.dialect(),
+        conn: Some(conn),
+        transaction: None,
+        secrets,
+        sqlite_deadline,
+    })
+}
+
+/// A SQLite file may be opened when it exists as a regular file, its last
+/// component not a symlink (the address is clone-controlled input).
+fn check_sqlite_file(path: &Path) -> Result<(), String> {
+    let shown = crate::model::fsutil::shown(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(format!(
+            "the SQLite database {} is a symlink, which the host does not follow",
+            shown.display()
+        )),
+        Ok(m) if !m.is_file() => Err(format!(
+            "the SQLite database {} is not a regular file",
+            shown.display()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "the SQLite database {} does not exist (the host never creates one)",
+            shown.display()
+        )),
+        Err(e) => Err(format!("cannot open {}: {e}", shown.display())),
+    }
+}
+
+/// The first keyword of `statement` (upper-cased) and whether another
+/// statement follows it, skipping comments and quoted text as SQLite reads
+/// them. Used to keep SQLite to one statement per call (sqlx would run a
+/// string of several) and for the statements no connection may run.
+fn statement_shape(statement: &str) -> (String, bool) {
+    let b = statement.as_bytes();
+    let mut i = 0;
+    let mut first = String::new();
+    let mut seen_end = false;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            c if c.is_ascii_whitespace() => i += 1,
+            b';' => {
+                seen_end = true;
+                i += 1;
+            }
+            _ if seen_end => return (first, true),
+            b'\'' | b'"' | b'`' | b'[' => {
+                let close = if c == b'[' { b']' } else { c };
+                i += 1;
+                while i < b.len() {
+                    if b[i] == close {
+                        // A doubled quote is an escaped one.
+                        if close != b']' && b.get(i + 1) == Some(&close) {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            c if first.is_empty() && (c.is_ascii_alphabetic() || c == b'_') => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                first = statement[start..i].to_ascii_uppercase();
+                if first.is_empty() {
+                    i += 1;
+                }
+            }
+            _ => {
+                if first.is_empty() {
+                    // Something before any keyword: remember it was not one.
+                    first.push('?');
+                }
+                i += 1;
+            }
+        }
+    }
+    (first, false)
+}
+
+/// Refuse what a statement may not be: more than one statement (SQLite),
+/// transaction control other than the interface's own, and on SQLite a
+/// statement that reaches another file.
+fn check_statement(dialect: Dialect, statement: &str) -> Result<(), Failure> {
+    let (first, more) = statement_shape(statement);
+    if more && dialect == Dialect::Sqlite {
+        return Err(Failure::Invalid(
+            "one statement per call: this one has more after a `;`".into(),
+        ));
+    }
+    let rest_upper = statement.trim_start().to_ascii_uppercase();
+    let savepoint_rollback = first == "ROLLBACK" && rest_upper.contains(" TO ");
+    if matches!(
+        first.as_str(),
+        "BEGIN" | "COMMIT" | "ROLLBACK" | "END" | "ABORT" | "START"
+    ) && !savepoint_rollback
+    {
+        return Err(Failure::Invalid(format!(
+            "{first}: transactions go through the connection's begin, commit and rollback"
+        )));
+    }
+    if dialect == Dialect::Sqlite && matches!(first.as_str(), "ATTACH" | "DETACH" | "VACUUM") {
+        return Err(Failure::Invalid(format!(
+            "{first} is not allowed: it reaches files other than the granted database"
+        )));
+    }
+    Ok(())
+}
+
+/// A PostgreSQL NULL of no declared type, so the server infers it from the
+/// statement (a typed NULL would not go into a column of another type).
+struct PgNull;
+
+impl sqlx::Type<Postgres> for PgNull {
+    fn type_info() -> PgTypeInfo {
+        PgTypeInfo::with_oid(Oid(0))
+    }
+}
+
+impl sqlx::Encode<'_, Postgres> for PgNull {
+    fn encode_by_ref(
+        &self,
+        _buf: &mut PgArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        Ok(sqlx::encode::IsNull::Yes)
+    }
+}
+
+/// A PostgreSQL parameter's type as bound (for preparing with the same types).
+fn pg_type(v: &sql::Value) -> PgTypeInfo {
+    use sqlx::Type;
+    match v {
+        sql::Value::Null => PgNull::type_info(),
+        sql::Value::Boolean(_) => <bool as Type<Postgres>>::type_info(),
+        sql::Value::Integer(_) => <i64 as Type<Postgres>>::type_info(),
+        sql::Value::Real(_) => <f64 as Type<Postgres>>::type_info(),
+        sql::Value::Text(_) => <String as Type<Postgres>>::type_info(),
+        sql::Value::Blob(_) => <Vec<u8> as Type<Postgres>>::type_info(),
+    }
+}
+
+macro_rules! bind_all {
+    ($query:expr, $params:expr, $null:expr) => {{
+        let mut q = $query;
+        for p in $params {
+            q = match p {
+                sql::Value::Null => q.bind($null),
+                sql::Value::Boolean(b) => q.bind(*b),
+                sql::Value::Integer(n) => q.bind(*n),
+                sql::Value::Real(x) => q.bind(*x),
+                sql::Value::Text(s) => q.bind(s.clone()),
+                sql::Value::Blob(b) => q.bind(b.clone()),
+            };
+        }
+        q
+    }};
+}
+
+/// Collect a result stream into rows of cells, stopping past the cap.
+async fn collect<R: sqlx::Row>(
+    mut stream: BoxStream<'_, Result<R, sqlx::Error>>,
+    cell: fn(&R, usize) -> Result<sql::Value, String>,
+    max_rows: u64,
+) -> Result<(Vec<String>, Vec<Vec<sql::Value>>), Failure> {
+    let mut columns = Vec::new();
+    let mut rows = Vec::new();
+    while let Some(row) = stream.try_next().await? {
+        if rows.len() as u64 >= max_rows {
+            return Err(Failure::TooMany(max_rows));
+        }
+        if rows.is_empty() {
+            columns = row.columns().iter().map(|c| c.name().to_string()).collect();
+        }
+        let cells = (0..row.len())
+            .map(|i| cell(&row, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Failure::Invalid)?;
+        rows.push(cells);
+    }
+    Ok((columns, rows))
+}
+
+fn unsupported_cell(column: &str, type_name: &str) -> String {
+    format!(
+        "column `{column}` has type {type_name}, which sql returns only as text: \
+         cast it in the statement (`{column}::text`, `CAST({column} AS TEXT)`)"
+    )
+}
+
+fn pg_cell(row: &PgRow, i: usize) -> Result<sql::Value, String> {
+    let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+    if raw.is_null() {
+        return Ok(sql::Value::Null);
+    }
+    let ty = raw.type_info().name().to_string();
+    let err = |e: sqlx::Error| e.to_string();
+    Ok(match ty.as_str() {
+        "BOOL" => sql::Value::Boolean(row.try_get(i).map_err(err)?),
+        "INT2" => sql::Value::Integer(row.try_get::<i16, _>(i).map_err(err)?.into()),
+        "INT4" => sql::Value::Integer(row.try_get::<i32, _>(i).map_err(err)?.into()),
+        "INT8" => sql::Value::Integer(row.try_get(i).map_err(err)?),
+        "OID" => sql::Value::Integer(row.try_get::<Oid, _>(i).map_err(err)?.0.into()),
+        "FLOAT4" => sql::Value::Real(row.try_get::<f32, _>(i).map_err(err)?.into()),
+        "FLOAT8" => sql::Value::Real(row.try_get(i).map_err(err)?),
+        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" | "\"CHAR\"" | "CHAR" | "CITEXT" | "UNKNOWN" => {
+            sql::Value::Text(row.try_get_unchecked(i).map_err(err)?)
+        }
+        "BYTEA" => sql::Value::Blob(row.try_get(i).map_err(err)?),
+        "JSON" | "JSONB" => {
+            let v: Json = row.try_get(i).map_err(err)?;
+            sql::Value::Text(v.to_string())
+        }
+        other => return Err(unsupported_cell(row.columns()[i].name(), other)),
+    })
+}
+
+fn sqlite_cell(row: &SqliteRow, i: usize) -> Result<sql::Value, String> {
+    let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+    if raw.is_null() {
+        return Ok(sql::Value::Null);
+    }
+    // The value's own storage class: SQLite's columns are not typed.
+    let ty = raw.type_info().name().to_string();
+    let err = |e: sqlx::Error| e.to_string();
+    Ok(match ty.as_str() {
+        "INTEGER" | "BOOLEAN" | "INT8" => {
+            sql::Value::Integer(row.try_get_unchecked(i).map_err(err)?)
+        }
+        "REAL" => sql::Value::Real(row.try_get_unchecked(i).map_err(err)?),
+        "BLOB" => sql::Value::Blob(row.try_get_unchecked(i).map_err(err)?),
+        _ => sql::Value::Text(row.try_get_unchecked(i).map_err(err)?),
+    })
+}
+
+fn mysql_cell(row: &MySqlRow, i: usize) -> Result<sql::Value, String> {
+    let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+    if raw.is_null() {
+        return Ok(sql::Value::Null);
+    }
+    let ty = raw.type_info().name().to_string();
+    let err = |e: sqlx::Error| e.to_string();
+    Ok(match ty.as_str() {
+        "BOOLEAN" => sql::Value::Boolean(row.try_get(i).map_err(err)?),
+        "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" | "YEAR" => {
+            sql::Value::Integer(row.try_get_unchecked(i).map_err(err)?)
+        }
+        t if t.ends_with("UNSIGNED") => {
+            let n: u64 = row.try_get_unchecked(i).map_err(err)?;
+            match i64::try_from(n) {
+                Ok(n) => sql::Value::Integer(n),
+                Err(_) => sql::Value::Text(n.to_string()),
+            }
+        }
+        "FLOAT" => sql::Value::Real(row.try_get::<f32, _>(i).map_err(err)?.into()),
+        "DOUBLE" => sql::Value::Real(row.try_get(i).map_err(err)?),
+        "BINARY" | "VARBINARY" | "TINYBLOB" | "BLOB" | "MEDIUMBLOB" | "LONGBLOB" | "BIT" => {
+            sql::Value::Blob(row.try_get_unchecked(i).map_err(err)?)
+        }
+        "CHAR" | "VARCHAR" | "TINYTEXT" | "TEXT" | "MEDIUMTEXT" | "LONGTEXT" | "ENUM" | "SET"
+        | "DECIMAL" | "JSON" => sql::Value::Text(row.try_get_unchecked(i).map_err(err)?),
+        other => return Err(unsupported_cell(row.columns()[i].name(), other)),
+    })
+}
+
+fn pg_columns(stmt: &sqlx::postgres::PgStatement) -> Vec<String> {
+    stmt.columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+impl Conn {
+    async fn query(
+        &mut self,
+        statement: String,
+        params: Vec<sql::Value>,
+        max_rows: u64,
+    ) -> Result<sql::Rows, Failure> {
+        let text = statement.clone();
+        let (columns, rows) = match self {
+            Conn::Postgres(c) => {
+                let q = sqlx::query::<Postgres>(AssertSqlSafe(statement.clone())).persistent(false);
+                let got = collect(
+                    bind_all!(q, &params, PgNull).fetch(&mut *c),
+                    pg_cell,
+                    max_rows,
+                )
+                .await?;
+                if got.1.is_empty() {
+                    // No row to read the columns from: prepare (without
+                    // running) to learn them, with the same parameter types.
+                    let types: Vec<PgTypeInfo> = params.iter().map(pg_type).collect();
+                    let stmt = c
+                        .prepare_with(AssertSqlSafe(text).into_sql_str(), &types)
+                        .await?;
+                    (pg_columns(&stmt), got.1)
+                } else {
+                    got
+                }
+            }
+            Conn::Sqlite(c) => {
+                let q = sqlx::query::<Sqlite>(AssertSqlSafe(statement.clone())).persistent(false);
+                let got = collect(
+                    bind_all!(q, &params, None::<i64>).fetch(&mut *c),
+                    sqlite_cell,
+                    max_rows,
+                )
+                .await?;
+                if got.1.is_empty() {
+                    let stmt = c.prepare(AssertSqlSafe(text).into_sql_str()).await?;
+                    (
+                        stmt.columns()
+                            .iter()
+                            .map(|c| c.name().to_string())
+                            .collect(),
+                        got.1,
+                    )
+                } else {
+                    got
+                }
+            }
+            Conn::MySql(c) => {
+                let q = sqlx::query::<MySql>(AssertSqlSafe(statement.clone())).persistent(false);
+                let got = collect(
+                    bind_all!(q, &params, None::<String>).fetch(&mut *c),
+                    mysql_cell,
+                    max_rows,
+                )
+                .await?;
+                if got.1.is_empty() {
+                    let stmt = c.prepare(AssertSqlSafe(text).into_sql_str()).await?;
+                    (
+                        stmt.columns()
+                            .iter()
+                            .map(|c| c.name().to_string())
+                            .collect(),
+                        got.1,
+                    )
+                } else {
+                    got
+                }
+            }
+        };
+        Ok(sql::Rows { columns, rows })
+    }
+
+    async fn execute(
+        &mut self,
+        statement: String,
+        params: Vec<sql::Value>,
+    ) -> Result<u64, Failure> {
+        Ok(match self {
+            Conn::Postgres(c) => {
+                let q = sqlx::query::<Postgres>(AssertSqlSafe(statement)).persistent(false);
+                bind_all!(q, &params, PgNull)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected()
+            }
+            Conn::Sqlite(c) => {
+                let q = sqlx::query::<Sqlite>(AssertSqlSafe(statement)).persistent(false);
+                bind_all!(q, &params, None::<i64>)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected()
+            }
+            Conn::MySql(c) => {
+                let q = sqlx::query::<MySql>(AssertSqlSafe(statement)).persistent(false);
+                bind_all!(q, &params, None::<String>)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected()
+            }
+        })
+    }
+
+    /// Run fixed statements (transaction control), in order.
+    async fn control(&mut self, statements: &[&'static str]) -> Result<(), Failure> {
+        for s in statements {
+            match self {
+                Conn::Postgres(c) => c.execute(*s).await.map(|_| ())?,
+                Conn::Sqlite(c) => c.execute(*s).await.map(|_| ())?,
+                Conn::MySql(c) => c.execute(*s).await.map(|_| ())?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn close(self) {
+        let _ = match self {
+            Conn::Postgres(c) => c.close().await,
+            Conn::Sqlite(c) => c.close().await,
+            Conn::MySql(c) => c.close().await,
+        };
+    }
+}
+
+/// The statements that start a transaction.
+fn begin_statements(dialect: Dialect, read_only: bool) -> &'static [&'static str] {
+    match (dialect, read_only) {
+        (Dialect::Postgres, false) => &["BEGIN"],
+        (Dialect::Postgres, true) => &["BEGIN READ ONLY"],
+        (Dialect::MySql, false) => &["START TRANSACTION"],
+        (Dialect::MySql, true) => &["START TRANSACTION READ ONLY"],
+        // IMMEDIATE: a writer takes the write lock up front, so a
+        // compare-and-swap inside cannot fail on upgrading it halfway.
+        (Dialect::Sqlite, false) => &["BEGIN IMMEDIATE"],
+        (Dialect::Sqlite, true) => &["PRAGMA query_only = ON", "BEGIN"],
+    }
+}
+
+/// The statements that end one (`commit` or not), given how it began.
+fn end_statements(dialect: Dialect, commit: bool, read_only: bool) -> &'static [&'static str] {
+    match (dialect == Dialect::Sqlite && read_only, commit) {
+        (true, true) => &["COMMIT", "PRAGMA query_only = OFF"],
+        (true, false) => &["ROLLBACK", "PRAGMA query_only = OFF"],
+        (false, true) => &["COMMIT"],
+        (false, false) => &["ROLLBACK"],
+    }
+}
 
 type SqlResult<T> = WtResult<Result<T, sql::SqlError>>;
+
+impl CallState {
+    fn connection(
+        &mut self,
+        handle: &Resource<SqlConnection>,
+    ) -> WtResult<(&mut SqlConnection, SqlLimits)> {
+        let limits = self.sql_access().limits;
+        Ok((self.table_mut().get_mut(handle)?, limits))
+    }
+}
 
 impl sql::Host for CallState {}
 
 impl sql::HostConnection for CallState {
     async fn open(&mut self, name: String) -> SqlResult<Resource<SqlConnection>> {
-        Ok(Err(sql::SqlError::Denied(format!(
-            "no SQL connection is granted to this call (asked for {name:?})"
-        ))))
+        let access = self.sql_access().clone();
+        let kind = self.kind_name();
+        let Some(grant) = access.grants.get(&name) else {
+            let granted: Vec<&str> = access.grants.shown().map(|(k, _)| k).collect();
+            tracing::warn!(plugin = &*kind, name, "sql open refused: not granted");
+            let why = if granted.is_empty() {
+                "this call is granted no SQL connection".to_string()
+            } else {
+                format!("this call is granted only {}", granted.join(", "))
+            };
+            return Ok(Err(sql::SqlError::Denied(format!(
+                "the connection {:?} is not granted: {why}",
+                crate::model::display::quote(&name)
+            ))));
+        };
+        match connect(grant, &access.limits).await {
+            Ok(conn) => {
+                tracing::info!(
+                    plugin = &*kind,
+                    key = name,
+                    address = grant.shown,
+                    "sql: connected"
+                );
+                Ok(Ok(self.table_mut().push(conn)?))
+            }
+            Err(e) => {
+                tracing::info!(
+                    plugin = &*kind,
+                    key = name,
+                    address = grant.shown,
+                    "sql: connect failed: {e:?}"
+                );
+                Ok(Err(e))
+            }
+        }
     }
 
-    async fn dialect(&mut self, _conn: Resource<SqlConnection>) -> WtResult<sql::Dialect> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+    async fn dialect(&mut self, handle: Resource<SqlConnection>) -> WtResult<sql::Dialect> {
+        let (conn, _) = self.connection(&handle)?;
+        Ok(conn.dialect.wit())
     }
 
     async fn query(
         &mut self,
-        _conn: Resource<SqlConnection>,
-        _statement: String,
-        _params: Vec<sql::Value>,
+        handle: Resource<SqlConnection>,
+        statement: String,
+        params: Vec<sql::Value>,
     ) -> SqlResult<sql::Rows> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+        let kind = self.kind_name();
+        let (conn, limits) = self.connection(&handle)?;
+        tracing::debug!(
+            plugin = &*kind,
+            key = conn.key,
+            statement,
+            params = params.len(),
+            "sql query"
+        );
+        if let Err(f) = check_statement(conn.dialect, &statement) {
+            return Ok(Err(conn.error(f, &limits)));
+        }
+        let max_rows = limits.max_rows;
+        let result = conn
+            .bounded(&limits, move |c| {
+                Box::pin(c.query(statement, params, max_rows))
+            })
+            .await;
+        Ok(result.map_err(|f| conn.error(f, &limits)))
     }
 
     async fn execute(
         &mut self,
-        _conn: Resource<SqlConnection>,
-        _statement: String,
-        _params: Vec<sql::Value>,
+        handle: Resource<SqlConnection>,
+        statement: String,
+        params: Vec<sql::Value>,
     ) -> SqlResult<u64> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+        let kind = self.kind_name();
+        let (conn, limits) = self.connection(&handle)?;
+        tracing::debug!(
+            plugin = &*kind,
+            key = conn.key,
+            statement,
+            params = params.len(),
+            "sql execute"
+        );
+        if let Err(f) = check_statement(conn.dialect, &statement) {
+            return Ok(Err(conn.error(f, &limits)));
+        }
+        let result = conn
+            .bounded(&limits, move |c| Box::pin(c.execute(statement, params)))
+            .await;
+        Ok(result.map_err(|f| conn.error(f, &limits)))
     }
 
-    async fn begin(&mut self, _conn: Resource<SqlConnection>, _read_only: bool) -> SqlResult<()> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+    async fn begin(&mut self, handle: Resource<SqlConnection>, read_only: bool) -> SqlResult<()> {
+        let kind = self.kind_name();
+        let (conn, limits) = self.connection(&handle)?;
+        if conn.transaction.is_some() {
+            let f = Failure::Invalid("a transaction is already open on this connection".into());
+            return Ok(Err(conn.error(f, &limits)));
+        }
+        tracing::debug!(plugin = &*kind, key = conn.key, read_only, "sql begin");
+        let statements = begin_statements(conn.dialect, read_only);
+        let result = conn
+            .bounded(&limits, move |c| Box::pin(c.control(statements)))
+            .await;
+        if result.is_ok() {
+            conn.transaction = Some(read_only);
+        }
+        Ok(result.map_err(|f| conn.error(f, &limits)))
     }
 
-    async fn commit(&mut self, _conn: Resource<SqlConnection>) -> SqlResult<()> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+    async fn commit(&mut self, handle: Resource<SqlConnection>) -> SqlResult<()> {
+        self.finish(handle, true).await
     }
 
-    async fn rollback(&mut self, _conn: Resource<SqlConnection>) -> SqlResult<()> {
-        Err(wasmtime::format_err!("no SQL connection exists"))
+    async fn rollback(&mut self, handle: Resource<SqlConnection>) -> SqlResult<()> {
+        self.finish(handle, false).await
     }
 
-    async fn drop(&mut self, _conn: Resource<SqlConnection>) -> WtResult<()> {
+    async fn drop(&mut self, handle: Resource<SqlConnection>) -> WtResult<()> {
+        let limits = self.sql_access().limits;
+        let kind = self.kind_name();
+        let mut conn = self.table_mut().delete(handle)?;
+        if let Some(read_only) = conn.transaction {
+            tracing::debug!(
+                plugin = &*kind,
+                key = conn.key,
+                "sql: rolling back the open transaction of a dropped connection"
+            );
+            let statements = end_statements(conn.dialect, false, read_only);
+            // A failed rollback leaves nothing to do: closing the
+            // connection ends the transaction on the server too.
+            let _ = conn
+                .bounded(&limits, move |c| Box::pin(c.control(statements)))
+                .await;
+        }
+        if let Some(c) = conn.conn.take() {
+            let _ = tokio::time::timeout(limits.statement_timeout, c.close()).await;
+        }
         Ok(())
+    }
+}
+
+impl CallState {
+    /// Commit or roll back the open transaction.
+    async fn finish(&mut self, handle: Resource<SqlConnection>, commit: bool) -> SqlResult<()> {
+        let kind = self.kind_name();
+        let (conn, limits) = self.connection(&handle)?;
+        let Some(read_only) = conn.transaction else {
+            let verb = if commit { "commit" } else { "rollback" };
+            let f = Failure::Invalid(format!("{verb} without an open transaction"));
+            return Ok(Err(conn.error(f, &limits)));
+        };
+        tracing::debug!(
+            plugin = &*kind,
+            key = conn.key,
+            commit,
+            "sql end transaction"
+        );
+        let statements = end_statements(conn.dialect, commit, read_only);
+        let result = conn
+            .bounded(&limits, move |c| Box::pin(c.control(statements)))
+            .await;
+        // Whatever the outcome, the transaction is over: a failed COMMIT
+        // rolls back on every database this speaks to.
+        conn.transaction = None;
+        Ok(result.map_err(|f| conn.error(f, &limits)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn grants(keys: &[&str], locator: &mut Json, config: &mut Json, secret: Json) -> SqlGrants {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        SqlGrants::resolve(&keys, locator, config, secret.as_object().unwrap())
+    }
+
+    #[test]
+    fn passwords_leave_the_plugins_copy_and_stay_with_the_host() {
+        let mut locator = json!({"metadata": "postgres://tether:s3cr%40t@127.0.0.1:5432/lake"});
+        let mut config = json!({"catalog": {"uri": "postgresql+psycopg://cat:pw2@db/cat"}});
+        let g = grants(
+            &["metadata", "catalog.uri", "absent"],
+            &mut locator,
+            &mut config,
+            json!({}),
+        );
+        assert_eq!(
+            locator,
+            json!({"metadata": "postgres://tether@127.0.0.1:5432/lake"})
+        );
+        assert_eq!(
+            config,
+            json!({"catalog": {"uri": "postgresql+psycopg://cat@db/cat"}})
+        );
+        let meta = g.get("metadata").unwrap();
+        assert_eq!(meta.password, Some(Password("s3cr@t".into())));
+        assert!(matches!(meta.address, Ok(Address::Postgres(_))));
+        assert_eq!(
+            g.get("catalog.uri").unwrap().password,
+            Some(Password("pw2".into()))
+        );
+        assert!(g.get("absent").is_none());
+        // Debug never shows one.
+        let debug = format!("{g:?}");
+        assert!(!debug.contains("s3cr") && !debug.contains("pw2"), "{debug}");
+    }
+
+    #[test]
+    fn an_object_entry_wins_over_the_backend_table_and_reaches_the_plugin_stripped() {
+        let mut locator = json!({"identifier": "db.t"});
+        let mut config = json!({"catalog.uri": "sqlite:////tmp/backend.db"});
+        let secret = json!({"catalog": {"uri": "mysql://u:hunter22@h:3306/d"}});
+        let g = grants(&["catalog.uri"], &mut locator, &mut config, secret);
+        assert_eq!(config, json!({"catalog.uri": "mysql://u@h:3306/d"}));
+        let grant = g.get("catalog.uri").unwrap();
+        assert!(matches!(grant.address, Ok(Address::MySql(_))));
+        assert_eq!(grant.password, Some(Password("hunter22".into())));
+    }
+
+    #[test]
+    fn libpq_keywords_and_sqlite_paths_parse() {
+        let g = SqlGrant::parse(
+            "m",
+            "ducklake:postgres:dbname=lake host=127.0.0.1 port=6543 user=t password='a b\\'c'",
+        );
+        assert_eq!(g.password, Some(Password("a b'c".into())));
+        assert_eq!(
+            g.shown,
+            "ducklake:postgres:dbname=lake host=127.0.0.1 port=6543 user=t"
+        );
+        let Ok(Address::Postgres(o)) = &g.address else {
+            panic!("{g:?}")
+        };
+        assert_eq!(o.get_port(), 6543);
+        assert_eq!(o.get_database(), Some("lake"));
+        for (raw, path) in [
+            ("sqlite:///abs/c.db", "/abs/c.db"),
+            ("sqlite:////abs/c.db", "/abs/c.db"),
+            ("sqlite:/abs/c.db", "/abs/c.db"),
+            ("ducklake:sqlite:/abs/c.db", "/abs/c.db"),
+        ] {
+            let g = SqlGrant::parse("k", raw);
+            assert!(
+                matches!(&g.address, Ok(Address::Sqlite(p)) if p == Path::new(path)),
+                "{raw}: {g:?}"
+            );
+            assert_eq!(g.shown, raw);
+        }
+        for bad in [
+            "sqlite:rel.db",
+            "sqlite::memory:",
+            "sqlite:///x.db?mode=rwc",
+            "redis://h",
+            "nothing",
+        ] {
+            assert!(SqlGrant::parse("k", bad).address.is_err(), "{bad}");
+        }
+        // An unusable value with a password is not handed on with it.
+        let g = SqlGrant::parse("k", "redis://u:topsecret@h/0");
+        assert!(
+            !g.shown.contains("topsecret") && !format!("{:?}", g.address).contains("topsecret")
+        );
+    }
+
+    #[test]
+    fn uri_settings_give_a_password_to_an_address_without_one() {
+        let mut locator =
+            json!({"m": "postgres://tether@127.0.0.1:5/db", "n": "postgres://x:own@h/db"});
+        let g = grants(&["m", "n"], &mut locator, &mut json!({}), json!({}));
+        let g = g.with_uri_settings(
+            |addr| {
+                assert!(!addr.contains("own"), "matched on the stripped address");
+                Some(
+                    json!({"password_env": "PW_VAR"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )
+            },
+            |var| (var == "PW_VAR").then(|| "from-env".to_string()),
+        );
+        assert_eq!(
+            g.get("m").unwrap().password,
+            Some(Password("from-env".into()))
+        );
+        assert_eq!(g.get("n").unwrap().password, Some(Password("own".into())));
+    }
+
+    #[test]
+    fn statement_shapes() {
+        assert_eq!(statement_shape("select 1"), ("SELECT".into(), false));
+        assert_eq!(
+            statement_shape("  -- c\n/* x; */ insert into t values (';');  "),
+            ("INSERT".into(), false)
+        );
+        assert_eq!(
+            statement_shape("select 1; select 2"),
+            ("SELECT".into(), true)
+        );
+        assert_eq!(
+            statement_shape("select 'a'';b'; -- tail\n"),
+            ("SELECT".into(), false)
+        );
+        assert_eq!(
+            statement_shape("select \"a;\", [b;] ;;"),
+            ("SELECT".into(), false)
+        );
+        assert_eq!(statement_shape("(select 1)").0, "?");
+        assert!(check_statement(Dialect::Sqlite, "ATTACH '/etc/x' AS y").is_err());
+        assert!(check_statement(Dialect::Sqlite, "/**/vacuum into '/tmp/x'").is_err());
+        assert!(check_statement(Dialect::Postgres, "begin").is_err());
+        assert!(check_statement(Dialect::Postgres, "ROLLBACK TO SAVEPOINT a").is_ok());
+        assert!(check_statement(Dialect::Postgres, "select 1; select 2").is_ok());
+        assert!(check_statement(Dialect::Sqlite, "select 1; select 2").is_err());
+    }
+
+    #[test]
+    fn scrubbing_removes_every_form() {
+        let forms = secret_forms(&Some(Password("p@ss word".into())));
+        let text = scrub("a p@ss word b p%40ss%20word c".into(), &forms);
+        assert_eq!(text, "a *** b *** c");
     }
 }
