@@ -28,6 +28,27 @@ fn problems(report: &Report) -> Vec<String> {
     out
 }
 
+/// The suite's options for one kind. Most need only a scratch directory;
+/// `iceberg` needs a catalog too: a SQLite file (empty: SQLite takes an
+/// empty file as an empty database, and the harness makes pyiceberg's
+/// tables in it) that the configuration names, as a user's secrets would.
+fn options_for(kind: &str, scratch: &std::path::Path) -> Options {
+    if kind != "iceberg" {
+        return Options::default();
+    }
+    let db = scratch.join("iceberg-catalog.db");
+    std::fs::write(&db, b"").unwrap();
+    let dir = scratch.join("iceberg");
+    std::fs::create_dir_all(&dir).unwrap();
+    Options {
+        scratch: tether_conformance::Scratch::Uri(dir.display().to_string()),
+        config: serde_json::json!({
+            "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
+        }),
+        ..Options::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_builtin_plugin_passes_conformance() {
     let config = RuntimeConfig {
@@ -48,11 +69,15 @@ async fn every_builtin_plugin_passes_conformance() {
             plugin.kind()
         );
     }
-    let runs = plugins.iter().map(|plugin| async move {
-        let report = tether_conformance::run(plugin.clone(), &Options::default())
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", plugin.kind()));
-        (plugin.kind().to_owned(), report)
+    let scratch = tempfile::tempdir().unwrap();
+    let runs = plugins.iter().map(|plugin| {
+        let options = options_for(plugin.kind(), scratch.path());
+        async move {
+            let report = tether_conformance::run(plugin.clone(), &options)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", plugin.kind()));
+            (plugin.kind().to_owned(), report)
+        }
     });
     let mut failed = Vec::new();
     for (kind, report) in futures::future::join_all(runs).await {

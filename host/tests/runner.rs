@@ -21,6 +21,7 @@ mod git_plugin;
 mod history_memo;
 mod hostile_clone;
 mod hostile_plugin;
+mod iceberg;
 mod icechunk_interop;
 mod icechunk_s3;
 mod immutable;

@@ -154,7 +154,7 @@ impl Plugin {
     ) -> ObjectClient {
         let values = |keys: &[String]| -> Vec<String> {
             keys.iter()
-                .filter_map(|k| locator.get(k).and_then(Value::as_str).map(str::to_string))
+                .filter_map(|k| key_value(locator, config, k))
                 .collect()
         };
         let mut config = config.clone();
@@ -237,6 +237,24 @@ impl Plugin {
             http,
         })
     }
+}
+
+/// The string a descriptor's key names: a locator field, or with a dotted
+/// key (`catalog.warehouse`) a nested one, looked up in the locator first and
+/// then in the object's configuration (where a catalog's warehouse is set
+/// once for every table).
+fn key_value(locator: &Value, config: &Value, key: &str) -> Option<String> {
+    let find = |root: &Value| {
+        if let Some(v) = root.get(key) {
+            return v.as_str().map(str::to_string);
+        }
+        let mut at = root;
+        for part in key.split('.') {
+            at = at.get(part)?;
+        }
+        at.as_str().map(str::to_string)
+    };
+    find(locator).or_else(|| key.contains('.').then(|| find(config)).flatten())
 }
 
 impl Plugin {
