@@ -658,7 +658,6 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
     Ok(rows)
 }
 
-
 /// `listings` and `listing_entries` for the states that have a listing.
 fn listing_rows<'a>(
     repo: &Repo,
