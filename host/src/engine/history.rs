@@ -96,7 +96,7 @@ pub(crate) fn history_manifests<'a>(
     Ok(out)
 }
 
-/// One visible commit as [`history_commits`] reads it: the VCS's facts about
+/// One visible commit as `history_commits` reads it: the VCS's facts about
 /// it, without its files.
 #[derive(Debug, Clone)]
 pub struct CommitInfo {
@@ -139,7 +139,7 @@ impl From<&crate::vcs::HistoryCommit> for CommitInfo {
     }
 }
 
-/// One commit as [`history_commits`] reads each (`export --rev`).
+/// One commit as `history_commits` reads each (`export --rev`).
 pub(crate) fn commit_at<'a>(
     source: impl Into<Source<'a>>,
     commit: &CommitId,
