@@ -692,7 +692,7 @@ mod tests {
         let next = m
             .updated(
                 "file:///wh/ns/t/metadata/00002-a.metadata.json",
-                &[tag.clone()],
+                std::slice::from_ref(&tag),
                 5000,
             )
             .unwrap()
