@@ -319,6 +319,35 @@ pub fn guard_delete(
 }
 
 // ---------------------------------------------------------------------------
+// Store locations
+
+/// A store URI as the `storage` capability takes it: `file://` (and
+/// `file://localhost`) folded to the path, trailing slashes gone (`/` stays).
+pub fn storage_uri(uri: &str) -> String {
+    let uri = match uri.strip_prefix("file://") {
+        Some(rest) => rest.strip_prefix("localhost").unwrap_or(rest),
+        None => uri,
+    };
+    let trimmed = uri.trim_end_matches('/');
+    if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
+}
+
+/// The committed `[backends.<kind>]` settings a backend on object storage
+/// accepts (`storage_options.region`, ...): the host's allowlist of storage
+/// options a clone may set; everything else belongs in secrets.toml.
+pub fn storage_option_keys() -> Vec<String> {
+    [
+        "region",
+        "allow_http",
+        "virtual_hosted_style_request",
+        "conditional_put",
+    ]
+    .iter()
+    .map(|k| format!("storage_options.{k}"))
+    .collect()
+}
+
+// ---------------------------------------------------------------------------
 // Time and names
 
 /// RFC 3339 in UTC (`2026-01-31T12:00:00Z`) for a time since the Unix epoch,
@@ -354,6 +383,17 @@ pub fn scratch_name(prefix: &str) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn storage_uri_folds_file_urls_and_trailing_slashes() {
+        assert_eq!(storage_uri("file:///data/t/"), "/data/t");
+        assert_eq!(storage_uri("file://localhost/data/t"), "/data/t");
+        assert_eq!(storage_uri("/data/t//"), "/data/t");
+        assert_eq!(storage_uri("file:///"), "/");
+        assert_eq!(storage_uri("s3://bucket/prefix/"), "s3://bucket/prefix");
+        assert_eq!(storage_option_keys()[0], "storage_options.region");
+    }
+
     use super::*;
     use serde_json::json;
     use std::cell::RefCell;

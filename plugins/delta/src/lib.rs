@@ -110,12 +110,7 @@ pub struct Locator {
 impl Locator {
     /// The storage URI: `file://` folded, trailing slashes gone.
     fn storage_uri(&self) -> String {
-        let uri = match self.uri.strip_prefix("file://") {
-            Some(rest) => rest.strip_prefix("localhost").unwrap_or(rest),
-            None => &self.uri,
-        };
-        let trimmed = uri.trim_end_matches('/');
-        if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
+        kit::storage_uri(&self.uri)
     }
 
     fn is_local(&self) -> bool {
@@ -791,15 +786,7 @@ impl Backend for DeltaBackend {
 /// endpoints and credentials belong in `.tether/secrets.toml`.
 impl tether_sdk::DescribeExt for DeltaBackend {
     fn config_keys(&self) -> Vec<String> {
-        [
-            "region",
-            "allow_http",
-            "virtual_hosted_style_request",
-            "conditional_put",
-        ]
-        .iter()
-        .map(|k| format!("storage_options.{k}"))
-        .collect()
+        kit::storage_option_keys()
     }
 }
 

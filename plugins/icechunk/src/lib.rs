@@ -117,12 +117,7 @@ fn default_branch() -> String {
 impl Locator {
     /// The storage URI: `file://` folded, trailing slashes gone.
     fn storage_uri(&self) -> String {
-        let uri = match self.uri.strip_prefix("file://") {
-            Some(rest) => rest.strip_prefix("localhost").unwrap_or(rest),
-            None => &self.uri,
-        };
-        let trimmed = uri.trim_end_matches('/');
-        if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
+        kit::storage_uri(&self.uri)
     }
 
     fn is_local(&self) -> bool {
