@@ -332,6 +332,14 @@ fn sqlite_catalog_lifecycle() {
     let d = Dataset::init();
     let catalog = sqlite_catalog(&d);
     lifecycle(&d, &catalog);
+    // `catalog.uri` names a database here, not an HTTP origin: no warning
+    // about HTTP access on an ordinary command.
+    let out = d.tether(&["status", "--snapshot"]);
+    let err = crate::support::stderr(&out);
+    assert!(
+        out.status.success() && !err.contains("HTTP access"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -238,11 +238,24 @@ impl HttpAccess {
                 },
             };
             let Some(origin) = Origin::of_url(url) else {
-                tracing::warn!(
-                    plugin = kind,
-                    key = grant.url_key,
-                    "no HTTP access granted: the value is not an http(s) URL without user info"
-                );
+                // A key a plugin also reads as something else (an Iceberg
+                // `catalog.uri` naming a SQL database) grants no HTTP, and
+                // that is no news; an http(s) URL refused (user info, no
+                // host) is.
+                let lower = url.to_ascii_lowercase();
+                if lower.starts_with("http://") || lower.starts_with("https://") {
+                    tracing::warn!(
+                        plugin = kind,
+                        key = grant.url_key,
+                        "no HTTP access granted: the value is not an http(s) URL without user info"
+                    );
+                } else {
+                    tracing::debug!(
+                        plugin = kind,
+                        key = grant.url_key,
+                        "no HTTP access granted: the value is not an http(s) URL"
+                    );
+                }
                 continue;
             };
             let allow_http_key = sibling(&grant.url_key, "allow_http");
