@@ -332,6 +332,30 @@ pub fn storage_uri(uri: &str) -> String {
     if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
 }
 
+/// A store's identity, `{"uri": ...}`: [`storage_uri`] of `uri`, a local
+/// path resolved by the host (symlinks followed, `..` gone), so every
+/// spelling of one store is one identity to pin ids, listings and `gc`.
+pub fn uri_identity(uri: &str) -> Result<Value> {
+    let uri = storage_uri(uri);
+    let uri = if uri.starts_with('/') {
+        crate::tree::realpath(&uri)?
+    } else {
+        uri
+    };
+    Ok(serde_json::json!({ "uri": uri }))
+}
+
+/// What `effective-capabilities` starts from: the declared capabilities,
+/// less `PIN` for an object whose policy is `pin = "record"` (the spec's
+/// lever 1: the state is recorded, no native ref made).
+pub fn policy_capabilities(declared: Vec<String>, policy: &Value) -> Vec<String> {
+    let mut caps = declared;
+    if policy.get("pin").and_then(Value::as_str) == Some("record") {
+        caps.retain(|c| c != crate::cap::PIN.as_str());
+    }
+    caps
+}
+
 /// The committed `[backends.<kind>]` settings a backend on object storage
 /// accepts (`storage_options.region`, ...): the host's allowlist of storage
 /// options a clone may set; everything else belongs in secrets.toml.

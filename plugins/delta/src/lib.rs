@@ -53,7 +53,7 @@ use serde_json::{Value, json};
 use tether_sdk::kit::{self, SecondsFormat};
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Handle, HistoryEntry, ObjectDiff, PinRef,
-    Result, Target, VerifyReport, VerifyStatus, cap, descriptor, tree,
+    Result, Target, VerifyReport, VerifyStatus, cap, descriptor,
 };
 
 pub use harness::DeltaHarness;
@@ -111,10 +111,6 @@ impl Locator {
     /// The storage URI: `file://` folded, trailing slashes gone.
     fn storage_uri(&self) -> String {
         kit::storage_uri(&self.uri)
-    }
-
-    fn is_local(&self) -> bool {
-        self.storage_uri().starts_with('/')
     }
 
     fn at(&self) -> Result<Option<At>> {
@@ -512,12 +508,7 @@ impl Backend for DeltaBackend {
     }
 
     fn identity(&self, loc: &Locator) -> Result<Value> {
-        let uri = if loc.is_local() {
-            tree::realpath(&loc.storage_uri())?
-        } else {
-            loc.storage_uri()
-        };
-        Ok(json!({ "uri": uri }))
+        kit::uri_identity(&loc.uri)
     }
 
     fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {

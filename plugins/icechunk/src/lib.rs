@@ -318,19 +318,11 @@ impl Backend for IcechunkBackend {
     }
 
     fn identity(&self, loc: &Locator) -> Result<Value> {
-        let uri = if loc.is_local() {
-            tree::realpath(&loc.storage_uri())?
-        } else {
-            loc.storage_uri()
-        };
-        Ok(json!({ "uri": uri }))
+        kit::uri_identity(&loc.uri)
     }
 
     fn effective_capabilities(&self, loc: &Locator, policy: &Value) -> Result<Vec<String>> {
-        let mut caps = self.describe().capabilities;
-        if policy.get("pin").and_then(Value::as_str) == Some("record") {
-            caps.retain(|c| c != cap::PIN.as_str());
-        }
+        let mut caps = kit::policy_capabilities(self.describe().capabilities, policy);
         // Icechunk's local-filesystem writer puts `repo` unconditionally, so
         // only object stores make a reviewed ref move atomic.
         if !loc.is_local() {
