@@ -29,6 +29,10 @@ const PACKAGES: &[&str] = &[
     "duckdb==1.5.5",
     "duckdb-extension-ducklake==1.5.5",
     "psycopg[binary]==3.3.9",
+    // The Dolt stand-in (no dolt binary builds here): DoltHub's embedded
+    // engine behind a real MySQL wire-protocol server.
+    "doltlite==0.51.3",
+    "mysql-mimic==3.0.5",
 ];
 
 /// The interpreter the virtualenv is made from, when it runs (`TETHER_PYTHON`
@@ -130,7 +134,8 @@ pub fn setup(root: &Path) -> Result<()> {
     )?;
     crate::run(Command::new(venv_python(&venv)).args([
         "-c",
-        "import icechunk, zarr, moto.server, lance, deltalake, pyiceberg, duckdb, duckdb_extension_ducklake, psycopg; \
+        "import icechunk, zarr, moto.server, lance, deltalake, pyiceberg, duckdb, duckdb_extension_ducklake, psycopg, mysql_mimic, importlib.util; \
+         assert importlib.util.find_spec('doltlite'); \
          print('setup: icechunk', icechunk.__version__, 'zarr', zarr.__version__, 'moto', moto.__version__, \
          'pylance', lance.__version__, 'deltalake', deltalake.__version__, 'pyiceberg', pyiceberg.__version__, \
          'duckdb', duckdb.__version__, 'psycopg', psycopg.__version__)",
