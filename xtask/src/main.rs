@@ -701,28 +701,46 @@ fn fuzz(args: &[String]) -> Result<()> {
         );
     }
     let dir = root().join("fuzz");
+    // Build every target once, then run the built binaries: `cargo fuzz run`
+    // rebuilds the `tether` crate per target (its build script re-runs
+    // between build and run), which tripled a full run's time.
+    let mut build = fuzz_cargo();
+    build
+        .current_dir(&dir)
+        // No sanitizer: the parsers are safe Rust, where libFuzzer finds
+        // panics and hangs without one, and an ASan build of wasmtime and
+        // libgit2 takes far longer for nothing.
+        .args(["fuzz", "build", "--sanitizer", "none"]);
+    if targets.len() == 1 {
+        build.arg(targets[0]);
+    }
+    run(&mut build)?;
+    let bin_dir = dir
+        .join("target")
+        .join(nightly_host_triple()?)
+        .join("release");
     let mut ran = Vec::new();
     for target in targets {
         let corpus = dir.join("corpus").join(target);
         std::fs::create_dir_all(&corpus)
             .with_context(|| format!("cannot create {}", corpus.display()))?;
-        let mut cmd = fuzz_cargo();
-        cmd.current_dir(&dir)
-            // No sanitizer: the parsers are safe Rust, where libFuzzer finds
-            // panics and hangs without one, and an ASan build of wasmtime
-            // and libgit2 takes far longer for nothing.
-            .args(["fuzz", "run", "--sanitizer", "none", target])
-            .arg(&corpus);
+        let mut cmd = Command::new(bin_dir.join(target));
+        cmd.current_dir(&dir).arg(&corpus);
         let seeds = dir.join("seeds").join(target);
         if seeds.is_dir() {
             cmd.arg(&seeds);
         }
+        // libFuzzer writes crashing inputs to -artifact_prefix, which
+        // `cargo fuzz run` sets to artifacts/<target>/.
+        let artifacts = dir.join("artifacts").join(target);
+        std::fs::create_dir_all(&artifacts)
+            .with_context(|| format!("cannot create {}", artifacts.display()))?;
         cmd.args([
-            "--",
-            &format!("-max_total_time={seconds}"),
-            "-print_final_stats=1",
-            "-timeout=10",
-            "-rss_limit_mb=2048",
+            format!("-artifact_prefix={}/", artifacts.display()),
+            format!("-max_total_time={seconds}"),
+            "-print_final_stats=1".into(),
+            "-timeout=10".into(),
+            "-rss_limit_mb=2048".into(),
         ]);
         eprintln!("+ {}", describe(&cmd));
         let out = cmd
@@ -745,6 +763,20 @@ fn fuzz(args: &[String]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The nightly toolchain's host triple: cargo-fuzz builds into
+/// `fuzz/target/<triple>/release/`.
+fn nightly_host_triple() -> Result<String> {
+    let out = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "-vV"])
+        .output()
+        .context("cannot run `rustup run nightly rustc -vV`")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_string)
+        .context("`rustc -vV` printed no host triple")
 }
 
 /// `cargo` on the nightly toolchain, with nothing of the outer cargo's
