@@ -1,4 +1,4 @@
-//! `tether plugin add | trust | untrust | pin | list | verify | remove`.
+//! `tether plugin add | trust | untrust | pin | update | list | verify | remove`.
 
 use std::path::PathBuf;
 
@@ -62,6 +62,18 @@ enum Command {
         #[command(flatten)]
         out: Json,
     },
+    /// Move pins to this tether's built-in plugins (after an upgrade), as a
+    /// tether.toml change to review and commit.
+    Update {
+        /// The kinds whose pins to move (default: every pinned kind this
+        /// tether has a built-in of).
+        kinds: Vec<String>,
+        /// Say what would move; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        out: Json,
+    },
     /// The dataset's plugin pins and where each resolves.
     List {
         #[command(flatten)]
@@ -88,6 +100,7 @@ impl Args {
         | Command::Trust { out, .. }
         | Command::Untrust { out, .. }
         | Command::Pin { out, .. }
+        | Command::Update { out, .. }
         | Command::List { out }
         | Command::Verify { out }
         | Command::Remove { out, .. }) = &self.command;
@@ -159,6 +172,37 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                     p.source,
                     if p.vendored { ", vendored" } else { "" }
                 );
+            }
+        }
+        Command::Update {
+            kinds,
+            dry_run,
+            out,
+        } => {
+            let updated = plugin_cmd::update(&repo, &kinds, dry_run).await?;
+            if out.json {
+                print_json(&updated)?;
+                return Ok(Exit::Ok);
+            }
+            let verb = if dry_run { "would update" } else { "updated" };
+            for u in &updated {
+                if u.changed {
+                    outln!(
+                        "{verb} {} {} -> {}{}",
+                        u.kind,
+                        u.from,
+                        u.to,
+                        if u.vendored { " (vendored)" } else { "" }
+                    );
+                    if let Some(f) = &u.deleted {
+                        outln!("deleted {f}");
+                    }
+                } else {
+                    outln!("{} is already at {}", u.kind, u.to);
+                }
+            }
+            if !dry_run && updated.iter().any(|u| u.changed) {
+                outln!("review the change to tether.toml (`git diff`) and commit it");
             }
         }
         Command::List { out: Json { json } } => {

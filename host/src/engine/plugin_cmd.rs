@@ -1,5 +1,5 @@
-//! `tether plugin add | trust | untrust | pin | list | verify | remove`: the
-//! plugins a dataset pins (DESIGN §5).
+//! `tether plugin add | trust | untrust | pin | update | list | verify |
+//! remove`: the plugins a dataset pins (DESIGN §5).
 //!
 //! - `tether.toml` `[plugins.<kind>] digest = "sha256:<hex>"` pins a kind to
 //!   one component (committed, shared by every clone);
@@ -264,6 +264,132 @@ pub async fn pin(repo: &Repo, kinds: &[String], vendor: bool) -> Result<Vec<Pinn
     config.write(&repo.layout.config_file())?;
     if !vendored.is_empty() {
         trust_digests(repo, vendored, true)?;
+    }
+    Ok(out)
+}
+
+/// One kind `plugin update` looked at.
+#[derive(Debug, Clone, Serialize)]
+pub struct Updated {
+    pub kind: String,
+    /// The digest pinned before.
+    pub from: String,
+    /// The digest pinned now: this tether's built-in of the kind.
+    pub to: String,
+    /// Whether the pin moved (`false`: it already named this tether's built-in).
+    pub changed: bool,
+    /// Whether the new component is stored under `.tether/plugins/` (the
+    /// old one was: a vendored pin stays vendored).
+    pub vendored: bool,
+    /// The old stored component, deleted since no pin names it any more.
+    pub deleted: Option<String>,
+}
+
+/// Move the pins of `kinds` (none: every pinned kind this tether has a
+/// built-in of) to this tether's built-in components, as `cargo update`
+/// moves a lock file: `tether.toml` changes in the working tree, for review
+/// and a commit. A pin that was vendored stays vendored (the new component
+/// stored and trusted, the old one deleted when nothing else pins it).
+/// Nothing is written with `dry_run`. A pin naming a component that is not
+/// a built-in of this tether moves too (the built-in serves the same kind);
+/// a kind this tether has no built-in of is refused: only `plugin add
+/// --replace` can move it.
+pub async fn update(repo: &Repo, kinds: &[String], dry_run: bool) -> Result<Vec<Updated>> {
+    let builtins = builtin::load_all(repo.runtime()?).await?;
+    let builtin_digest = |kind: &str| {
+        builtins
+            .iter()
+            .find(|p| p.kind() == kind)
+            .map(|p| p.digest().to_string())
+    };
+    let _locks = (!dry_run).then(|| repo.lock()).transpose()?;
+    // Re-read under the lock: the Repo's copy may predate another command.
+    let mut config = Config::read(&repo.layout.config_file())?;
+    let wanted: Vec<String> = if kinds.is_empty() {
+        let all: Vec<String> = config
+            .plugins
+            .keys()
+            .filter(|k| builtin_digest(k).is_some())
+            .cloned()
+            .collect();
+        if all.is_empty() {
+            return Err(TetherError::refused(
+                "no kind this tether has a built-in of is pinned, so there is nothing to update",
+            )
+            .hint(
+                "`tether plugin list` shows the pins; `tether plugin pin KIND` pins one to \
+                 this tether's built-in",
+            ));
+        }
+        all
+    } else {
+        kinds.to_vec()
+    };
+    let mut out = Vec::new();
+    for kind in &wanted {
+        let Some(pin) = config.plugins.get(kind) else {
+            return Err(TetherError::refused(format!(
+                "kind {kind} is not pinned in this dataset, so it already runs this tether's \
+                 built-in"
+            ))
+            .hint(format!(
+                "`tether plugin pin {kind}` pins it; `tether plugin list` shows the pins"
+            )));
+        };
+        let Some(to) = builtin_digest(kind) else {
+            return Err(TetherError::refused(format!(
+                "this tether has no built-in {kind} plugin to move the pin {} to",
+                pin.digest
+            ))
+            .hint(format!(
+                "a third-party plugin moves with `tether plugin add NEW.wasm --kind {kind} \
+                 --replace`"
+            )));
+        };
+        let from = pin.digest.clone();
+        let stored_old = repo
+            .layout
+            .plugins_dir()
+            .join(registry::stored_file_name(&from));
+        out.push(Updated {
+            kind: kind.clone(),
+            changed: from != to,
+            vendored: stored_old.is_file(),
+            from,
+            to,
+            deleted: None,
+        });
+    }
+    if dry_run || !out.iter().any(|u| u.changed) {
+        return Ok(out);
+    }
+    let mut vendored = Vec::new();
+    for u in out.iter().filter(|u| u.changed) {
+        config.plugins.insert(
+            u.kind.clone(),
+            PluginPin {
+                digest: u.to.clone(),
+            },
+        );
+        if u.vendored
+            && let Some(b) = registry::builtin_by_digest(&u.to)
+        {
+            let stored = repo
+                .layout
+                .plugins_dir()
+                .join(registry::stored_file_name(&u.to));
+            if std::fs::read(&stored).ok().as_deref() != Some(b.wasm) {
+                fsutil::write_atomic(&stored, b.wasm)?;
+            }
+            vendored.push(u.to.clone());
+        }
+    }
+    config.write(&repo.layout.config_file())?;
+    if !vendored.is_empty() {
+        trust_digests(repo, vendored, true)?;
+    }
+    for u in out.iter_mut().filter(|u| u.changed) {
+        u.deleted = drop_unused_file(repo, &config, &u.from)?;
     }
     Ok(out)
 }
