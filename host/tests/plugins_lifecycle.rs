@@ -634,3 +634,75 @@ fn an_untrusted_plugin_fails_only_its_own_objects_in_status() {
     let out = ok_in(&d, &root, &["status", "--snapshot"]);
     assert!(out.contains("things [acme/"), "{out}");
 }
+
+/// `plugin call KIND METHOD JSON` runs one contract method against one
+/// store and prints the plugin's answer: on a locator given as JSON, or on a
+/// dataset's object by `--key`; outside a dataset on the built-ins.
+#[test]
+fn plugin_call_runs_one_contract_method_against_a_store() {
+    let d = Dataset::init();
+    let root = d.root();
+    let store = d.memory_store("m");
+    store.write(json!({"v": 1}), "one");
+    d.add_memory("m", &store);
+    let call = |dir: &Path, args: &[&str]| -> Value {
+        let out = ok_in(&d, dir, args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+    };
+
+    // Outside a dataset: this tether's built-in.
+    let described = call(d.tmp(), &["plugin", "call", "memory", "describe"]);
+    assert_eq!(described["kind"], json!("memory"), "{described}");
+
+    // The same state by the object's key as by its locator.
+    let locator = json!({"locator": {"system": store.root.display().to_string()}}).to_string();
+    let by_key = call(
+        &root,
+        &["plugin", "call", "memory", "fingerprint", "--key", "m"],
+    );
+    let by_locator = call(
+        d.tmp(),
+        &["plugin", "call", "memory", "fingerprint", &locator],
+    );
+    assert!(
+        by_key.is_object() && !by_key.as_object().unwrap().is_empty(),
+        "{by_key}"
+    );
+    assert_eq!(by_key, by_locator);
+    store.write(json!({"v": 2}), "two");
+    let moved = call(
+        &root,
+        &["plugin", "call", "memory", "fingerprint", "--key", "m"],
+    );
+    assert_ne!(moved, by_key, "the store moved, the fingerprint did not");
+
+    // Pins: none before the commit, the commit's after.
+    let pins = call(
+        &root,
+        &["plugin", "call", "memory", "list-pins", "--key", "m"],
+    );
+    assert_eq!(pins, json!([]));
+    ok_in(&d, &root, &["commit", "-m", "pin it"]);
+    let pins = call(
+        &root,
+        &["plugin", "call", "memory", "list-pins", "--key", "m"],
+    );
+    assert_eq!(pins.as_array().map(Vec::len), Some(1), "{pins}");
+
+    // A method that changes the store is not callable (usage, exit 2); a
+    // call without its locator says what it needs.
+    let out = run_in(
+        &d,
+        &root,
+        &["plugin", "call", "memory", "delete-store", "{}"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = fails_in(&d, &root, &["plugin", "call", "memory", "fingerprint"]);
+    assert!(err.contains("fingerprint needs \"locator\""), "{err}");
+    let err = fails_in(
+        &d,
+        &root,
+        &["plugin", "call", "git", "fingerprint", "--key", "m"],
+    );
+    assert!(err.contains("object m is of kind memory, not git"), "{err}");
+}

@@ -145,6 +145,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tether plugin update --dry-run   # which pins this tether's built-ins would move\n\
          tether plugin update memory",
     ),
+    (
+        "plugin call",
+        "tether plugin call memory describe\n\
+         tether plugin call memory fingerprint --key m   # on object m, with its locator",
+    ),
     ("plugin list", "tether plugin list --json"),
     (
         "plugin verify",

@@ -74,6 +74,26 @@ enum Command {
         #[command(flatten)]
         out: Json,
     },
+    /// Run one contract method against one store and print its answer (for
+    /// plugin authors and for debugging).
+    Call {
+        /// The kind whose plugin to run (in a dataset: the one it pins).
+        kind: String,
+        /// The method, as the contract names it (only those that change
+        /// nothing in the store).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(plugin_cmd::CALLABLE))]
+        method: String,
+        /// The arguments as a JSON object: `locator` (every method but
+        /// describe) and the method's own (`ref`, `policy`, `state`, `pin`,
+        /// `deep`, `limit`).
+        #[arg(default_value = "{}", value_parser = parse_json)]
+        args: serde_json::Value,
+        /// Run it on this object of the dataset (its locator and secrets).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        #[command(flatten)]
+        out: Json,
+    },
     /// The dataset's plugin pins and where each resolves.
     List {
         #[command(flatten)]
@@ -101,6 +121,7 @@ impl Args {
         | Command::Untrust { out, .. }
         | Command::Pin { out, .. }
         | Command::Update { out, .. }
+        | Command::Call { out, .. }
         | Command::List { out }
         | Command::Verify { out }
         | Command::Remove { out, .. }) = &self.command;
@@ -108,7 +129,30 @@ impl Args {
     }
 }
 
+fn parse_json(s: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))
+}
+
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    // The one subcommand that also runs outside a dataset (on the built-ins).
+    if let Command::Call {
+        kind,
+        method,
+        args,
+        key,
+        ..
+    } = &args.command
+    {
+        let repo = if ctx.in_dataset() {
+            Some(ctx.repo()?)
+        } else {
+            None
+        };
+        let answer = plugin_cmd::call(repo.as_ref(), kind, method, key.as_deref(), args).await?;
+        // The answer is JSON either way: it is what the plugin said.
+        print_json(&answer)?;
+        return Ok(Exit::Ok);
+    }
     let repo = ctx.repo()?;
     match args.command {
         Command::Add {
@@ -205,6 +249,7 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 outln!("review the change to tether.toml (`git diff`) and commit it");
             }
         }
+        Command::Call { .. } => unreachable!("handled above"),
         Command::List { out: Json { json } } => {
             let rows = plugin_cmd::list(&repo).await?;
             if json {
