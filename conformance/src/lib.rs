@@ -105,6 +105,18 @@ pub enum Error {
     UnknownCapability(String),
     #[error("cannot make a scratch directory for the suite: {0}")]
     Scratch(#[source] std::io::Error),
+    /// `--only` named only capabilities the plugin does not have: nothing
+    /// would run, which must not read as a pass.
+    #[error(
+        "nothing to check: the {kind} plugin does not have {wanted} (it declares {declared}; \
+         its harness's objects have {tested}); run without --only, or with one of those"
+    )]
+    NotSelectable {
+        kind: String,
+        wanted: String,
+        declared: String,
+        tested: String,
+    },
 }
 
 /// The spec spelling of a capability name given loosely (`fork`,
@@ -203,6 +215,21 @@ pub async fn run_with(
             declared.clone()
         }
     };
+    if !only.is_empty() && !only.iter().any(|c| tested.contains(c)) {
+        let list = |caps: &[String]| {
+            if caps.is_empty() {
+                "none".to_string()
+            } else {
+                caps.join(" ")
+            }
+        };
+        return Err(Error::NotSelectable {
+            kind: plugin.kind().to_string(),
+            wanted: only.join(" or "),
+            declared: list(&declared),
+            tested: list(&tested),
+        });
+    }
     let shared = Arc::new(Shared {
         capabilities: tested.clone(),
         ..Arc::unwrap_or_clone(shared)

@@ -137,17 +137,18 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     let mut out = std::io::stdout().lock();
     if !json {
         let d = plugin.descriptor();
-        writeln!(
+        reader_gone(writeln!(
             out,
             "{} {} ({}): {}",
             d.kind,
             plugin.digest(),
             d.maturity,
             d.capabilities.join(" ")
-        )?;
+        ))?;
     }
-    // A line per check as soon as it is known; a closed stdout (`| head`)
-    // surfaces when the summary is written.
+    // A line per check as soon as it is known. A reader that stopped
+    // reading (`| head`) ends the output, not the run: the exit status is
+    // still the suite's.
     let report = tether_conformance::run_with(plugin, &options, |result| {
         if !json {
             let _ = writeln!(out, "{result}");
@@ -155,10 +156,23 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     })
     .await?;
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+        reader_gone(writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report.to_json())?
+        ))?;
     } else {
-        writeln!(out, "{}", report.summary())?;
+        reader_gone(writeln!(out, "{}", report.summary()))?;
     }
-    out.flush()?;
+    reader_gone(out.flush())?;
     Ok(report.success())
+}
+
+/// A write to a closed pipe is no error of the suite's: the reader has all
+/// it wanted.
+fn reader_gone(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }

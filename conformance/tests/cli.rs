@@ -96,6 +96,69 @@ fn only_restricts_to_the_named_capabilities() {
     );
 }
 
+/// `--only` a capability the plugin does not have runs nothing, and says
+/// so with a failure instead of "0 passed": the `file` plugin cannot fork.
+#[test]
+fn only_a_capability_the_plugin_lacks_says_so_and_fails() {
+    let wasm = tether_testkit::first_party_plugin("tether_plugin_file");
+    let out = conformance(&[wasm.to_str().unwrap(), "--only", "fork"]);
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nothing to check: the file plugin does not have FORK"),
+        "{text}"
+    );
+    assert!(err.contains("it declares FINGERPRINT"), "{text}");
+    assert!(
+        !stdout_lines(&out).iter().any(|l| l.contains("passed")),
+        "{text}"
+    );
+    // One capability it has among those asked for: that one is checked.
+    let out = conformance(&[wasm.to_str().unwrap(), "--only", "fork", "--only", "diff"]);
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        stdout_lines(&out)
+            .iter()
+            .any(|l| l.starts_with("PASS  diff.")),
+        "{text}"
+    );
+}
+
+/// Piped into `head`, which stops reading after one line: the suite still
+/// runs to its end and exits with its own status, with no "Broken pipe".
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    let wasm = memory_plugin();
+    let dir = tempfile::tempdir().unwrap();
+    let err_file = dir.path().join("err.txt");
+    // `sh` has no PIPESTATUS: the conformance runner's status is written by
+    // a wrapper around it, on the left of the pipe.
+    let script = r#"{ "$0" "$1" 2>"$2"; echo "$?" >"$3"; } | head -n 1"#;
+    let status_file = dir.path().join("status.txt");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_tether-conformance"))
+        .arg(&wasm)
+        .arg(&err_file)
+        .arg(&status_file)
+        .env("TETHER_CACHE_DIR", common::cache_dir())
+        .output()
+        .expect("run sh");
+    let text = describe(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        1,
+        "{text}"
+    );
+    let err = std::fs::read_to_string(&err_file).unwrap();
+    assert!(!err.to_lowercase().contains("broken pipe"), "{err}");
+    let status = std::fs::read_to_string(&status_file).unwrap();
+    assert_eq!(status.trim(), "0", "stderr: {err}");
+}
+
 #[test]
 fn broken_cas_fails_the_race() {
     let wasm = test_plugin("broken_cas");

@@ -188,8 +188,9 @@ fn a_blocked_command_names_the_lock_and_its_holder() {
     reader.join().unwrap();
 }
 
-/// Commands where JSON makes no sense: they print no result of their own.
-const NO_JSON: &[&str] = &["tether completion", "tether help"];
+/// Commands where JSON makes no sense: they print no result of their own
+/// (a script, files written).
+const NO_JSON: &[&str] = &["tether completion", "tether man", "tether help"];
 
 /// Every command that prints, walked from clap's own definition (so a new
 /// command without `--json` fails here), takes `--json`.

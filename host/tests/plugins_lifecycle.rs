@@ -459,3 +459,250 @@ fn trust_takes_a_kind_or_a_unique_digest_prefix() {
     }
     assert_eq!(d.written(), before, "a refused trust writes nothing");
 }
+
+/// After an upgrade of tether, a dataset's pinned built-in keeps loading
+/// (vendored) until `plugin update` moves the pin to this tether's built-in:
+/// `--dry-run` says what would move and writes nothing; the update is a
+/// working-tree change to `tether.toml` (and the vendored components) to
+/// review and commit, like `cargo update`. "Another release's built-in" is
+/// `tests/plugins/memory-rebuild`, as above.
+#[test]
+fn update_moves_a_pinned_builtin_to_this_tethers_as_a_change_to_commit() {
+    let other = tether_testkit::test_plugin("memory_rebuild");
+    let dother = digest(&other);
+    let d = Dataset::init();
+    let root = d.root();
+    let db = builtin_digest(&d, "memory");
+    let store = d.memory_store("m");
+    store.write(json!({"v": 1}), "one");
+    d.add_memory("m", &store);
+    // The dataset as the older tether left it: memory pinned and vendored.
+    ok_in(&d, &root, &["plugin", "pin", "--vendor"]);
+    std::fs::remove_file(stored(&root, &db)).unwrap();
+    let text = std::fs::read_to_string(root.join("tether.toml")).unwrap();
+    std::fs::write(root.join("tether.toml"), text.replace(&db, &dother)).unwrap();
+    std::fs::copy(&other, stored(&root, &dother)).unwrap();
+    ok_in(&d, &root, &["plugin", "trust", &dother]);
+    d.git(&["add", "-A"]);
+    d.git(&["commit", "-q", "-m", "pinned by an older tether"]);
+    ok_in(&d, &root, &["status", "--snapshot"]);
+    assert_eq!(backends(&d, &root)["memory"]["digest"], json!(dother));
+
+    let out = ok_in(&d, &root, &["plugin", "update", "--dry-run"]);
+    assert_eq!(
+        out,
+        format!("would update memory {dother} -> {db} (vendored)\n")
+    );
+    assert_eq!(d.git(&["status", "--porcelain"]), "", "a dry run wrote");
+
+    let out = ok_in(&d, &root, &["plugin", "update"]);
+    let old_file = format!(".tether/plugins/{}.wasm", dother.replace(':', "-"));
+    assert_eq!(
+        out,
+        format!(
+            "updated memory {dother} -> {db} (vendored)\ndeleted {old_file}\n\
+             review the change to tether.toml (`git diff`) and commit it\n"
+        )
+    );
+    assert_eq!(config_pin(&root, "memory").as_deref(), Some(db.as_str()));
+    assert_eq!(digest(&stored(&root, &db)), db, "the new pin is vendored");
+    assert!(!stored(&root, &dother).exists());
+    assert!(trusted(&root).contains(&db));
+    // A change in the working tree, to review and commit.
+    let changed = d.git(&["status", "--porcelain"]);
+    assert!(changed.contains(" M tether.toml"), "{changed}");
+    assert!(changed.contains(&old_file), "{changed}");
+    let diff = d.git(&["diff", "tether.toml"]);
+    assert!(
+        diff.contains(&format!("-digest = \"{dother}\""))
+            && diff.contains(&format!("+digest = \"{db}\"")),
+        "{diff}"
+    );
+    ok_in(&d, &root, &["status", "--snapshot"]);
+    assert_eq!(backends(&d, &root)["memory"]["digest"], json!(db));
+
+    // Nothing left to move.
+    let out = ok_in(&d, &root, &["plugin", "update", "memory"]);
+    assert_eq!(out, format!("memory is already at {db}\n"));
+    let rows = d.json(&["plugin", "update"], 0);
+    assert_eq!(rows[0]["kind"], json!("memory"), "{rows}");
+    assert_eq!(rows[0]["changed"], json!(false), "{rows}");
+    assert_eq!(rows[0]["to"], json!(db), "{rows}");
+
+    // A kind that is not pinned already follows this tether.
+    let err = fails_in(&d, &root, &["plugin", "update", "git"]);
+    assert!(err.contains("kind git is not pinned"), "{err}");
+}
+
+/// A clone whose third-party component is gone is told where it came from
+/// and how to get it back; the way it names works.
+#[test]
+fn a_missing_third_party_component_says_how_to_get_it_back() {
+    let acme = tether_testkit::test_plugin("acme");
+    let da = digest(&acme);
+    let d = Dataset::init();
+    let root = d.root();
+    ok_in(&d, &root, &["plugin", "add", acme.to_str().unwrap()]);
+    let store = d.memory_store("acme-store");
+    store.write(json!({"rows": 1}), "one row");
+    let system = format!("system={}", store.root.display());
+    ok_in(
+        &d,
+        &root,
+        &["add", "things", "--kind", "acme", "--set", &system],
+    );
+    d.git(&["add", "-A"]);
+    d.git(&["commit", "-q", "-m", "acme"]);
+
+    let file = format!(".tether/plugins/{}.wasm", da.replace(':', "-"));
+    std::fs::remove_file(root.join(&file)).unwrap();
+    let err = fails_in(&d, &root, &["status", "--snapshot"]);
+    for said in [
+        format!("pinned to plugin {da}"),
+        "this tether has no built-in acme".to_string(),
+        format!("`git log --all -- {file}`"),
+        format!("`git checkout COMMIT -- {file}`"),
+        "--kind acme --replace".to_string(),
+    ] {
+        assert!(err.contains(&said), "no {said:?} in:\n{err}");
+    }
+    assert!(
+        !err.contains("plugin pin --vendor"),
+        "a built-in's way out:\n{err}"
+    );
+
+    let commit = d.git(&["log", "--all", "--format=%H", "--", &file]);
+    let commit = commit.lines().next().expect("the commit that stored it");
+    d.git(&["checkout", commit, "--", &file]);
+    ok_in(&d, &root, &["status", "--snapshot"]);
+}
+
+/// A checkout that does not trust a pinned third-party plugin still gets the
+/// status of every object that does not need it; each object that does is
+/// an error naming the refusal and `tether plugin trust`.
+#[test]
+fn an_untrusted_plugin_fails_only_its_own_objects_in_status() {
+    let acme = tether_testkit::test_plugin("acme");
+    let da = digest(&acme);
+    let d = Dataset::init();
+    let root = d.root();
+    ok_in(&d, &root, &["plugin", "add", acme.to_str().unwrap()]);
+    let store = d.memory_store("acme-store");
+    store.write(json!({"rows": 1}), "one row");
+    let system = format!("system={}", store.root.display());
+    ok_in(
+        &d,
+        &root,
+        &["add", "things", "--kind", "acme", "--set", &system],
+    );
+    let mem = d.memory_store("m");
+    mem.write(json!({"v": 1}), "one");
+    d.add_memory("m", &mem);
+    ok_in(&d, &root, &["commit", "-m", "both"]);
+    // As in a fresh clone: the plugin is pinned and present, not trusted.
+    ok_in(&d, &root, &["plugin", "untrust", &da]);
+
+    for args in [&["status", "--snapshot"][..], &["status"][..]] {
+        let out = run_in(&d, &root, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", describe(&out));
+        let shown = stdout(&out);
+        assert!(shown.contains("m [memory/"), "{args:?}: {}", describe(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("error: things: ")
+                && err.contains(&format!("run `tether plugin trust {da}`")),
+            "{args:?}: {err}"
+        );
+    }
+    let out = run_in(&d, &root, &["status", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let objects = report["objects"].as_array().unwrap();
+    let by_key = |k: &str| objects.iter().find(|o| o["key"] == k).unwrap().clone();
+    assert_eq!(by_key("m")["state"], json!("clean"), "{report}");
+    assert_eq!(by_key("things")["state"], json!("error"), "{report}");
+    assert!(
+        by_key("things")["error"]
+            .as_str()
+            .unwrap()
+            .contains("has not trusted"),
+        "{report}"
+    );
+
+    // Trusted again, both show.
+    ok_in(&d, &root, &["plugin", "trust", &da]);
+    let out = ok_in(&d, &root, &["status", "--snapshot"]);
+    assert!(out.contains("things [acme/"), "{out}");
+}
+
+/// `plugin call KIND METHOD JSON` runs one contract method against one
+/// store and prints the plugin's answer: on a locator given as JSON, or on a
+/// dataset's object by `--key`; outside a dataset on the built-ins.
+#[test]
+fn plugin_call_runs_one_contract_method_against_a_store() {
+    let d = Dataset::init();
+    let root = d.root();
+    let store = d.memory_store("m");
+    store.write(json!({"v": 1}), "one");
+    d.add_memory("m", &store);
+    let call = |dir: &Path, args: &[&str]| -> Value {
+        let out = ok_in(&d, dir, args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+    };
+
+    // Outside a dataset: this tether's built-in.
+    let described = call(d.tmp(), &["plugin", "call", "memory", "describe"]);
+    assert_eq!(described["kind"], json!("memory"), "{described}");
+
+    // The same state by the object's key as by its locator.
+    let locator = json!({"locator": {"system": store.root.display().to_string()}}).to_string();
+    let by_key = call(
+        &root,
+        &["plugin", "call", "memory", "fingerprint", "--key", "m"],
+    );
+    let by_locator = call(
+        d.tmp(),
+        &["plugin", "call", "memory", "fingerprint", &locator],
+    );
+    assert!(
+        by_key.is_object() && !by_key.as_object().unwrap().is_empty(),
+        "{by_key}"
+    );
+    assert_eq!(by_key, by_locator);
+    store.write(json!({"v": 2}), "two");
+    let moved = call(
+        &root,
+        &["plugin", "call", "memory", "fingerprint", "--key", "m"],
+    );
+    assert_ne!(moved, by_key, "the store moved, the fingerprint did not");
+
+    // Pins: none before the commit, the commit's after.
+    let pins = call(
+        &root,
+        &["plugin", "call", "memory", "list-pins", "--key", "m"],
+    );
+    assert_eq!(pins, json!([]));
+    ok_in(&d, &root, &["commit", "-m", "pin it"]);
+    let pins = call(
+        &root,
+        &["plugin", "call", "memory", "list-pins", "--key", "m"],
+    );
+    assert_eq!(pins.as_array().map(Vec::len), Some(1), "{pins}");
+
+    // A method that changes the store is not callable (usage, exit 2); a
+    // call without its locator says what it needs.
+    let out = run_in(
+        &d,
+        &root,
+        &["plugin", "call", "memory", "delete-store", "{}"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = fails_in(&d, &root, &["plugin", "call", "memory", "fingerprint"]);
+    assert!(err.contains("fingerprint needs \"locator\""), "{err}");
+    let err = fails_in(
+        &d,
+        &root,
+        &["plugin", "call", "git", "fingerprint", "--key", "m"],
+    );
+    assert!(err.contains("object m is of kind memory, not git"), "{err}");
+}

@@ -1,11 +1,14 @@
-//! Hashing progress: a first snapshot of a large directory reads every byte,
-//! and on a terminal `tether` shows a bar on stderr while it does. Nowhere
-//! else: not when stderr is a pipe or a file, not with `-v`. The terminal is
-//! a real pseudo-terminal, made by `script(1)`.
+//! No silent waits. Hashing progress: a first snapshot of a large directory
+//! reads every byte, and on a terminal `tether` shows a bar on stderr while
+//! it does. Compiling: a plugin run for the first time is compiled (seconds),
+//! and on a terminal `tether` says so. Nowhere else: not when stderr is a
+//! pipe or a file, not with `-v` (where the log says it). The terminal is a
+//! real pseudo-terminal, made by `script(1)`.
 
+use std::path::Path;
 use std::process::Output;
 
-use crate::support::{Dataset, describe};
+use crate::support::{Dataset, describe, stderr};
 
 /// 2 GiB read from a sparse file (no disk used): seconds of hashing, well
 /// past the half second after which the bar shows.
@@ -36,9 +39,15 @@ fn forget_hashes(d: &Dataset) {
 /// `tether ARGS` with stdout and stderr on a pseudo-terminal (80 columns):
 /// what the terminal showed.
 fn on_a_terminal(d: &Dataset, args: &str) -> (Output, String) {
+    on_a_terminal_with(d, args, &tether_testkit::cache_dir())
+}
+
+/// [`on_a_terminal`] with `cache` as the compiled-plugin cache.
+fn on_a_terminal_with(d: &Dataset, args: &str, cache: &Path) -> (Output, String) {
     let command = format!("{} {args}", env!("CARGO_BIN_EXE_tether"));
     let out = d
         .command("script", &d.root())
+        .env("TETHER_CACHE_DIR", cache)
         .args(["--quiet", "--return", "--command", &command, "/dev/null"])
         // The report's labels plain, as the assertions read them.
         .env("NO_COLOR", "1")
@@ -80,4 +89,93 @@ fn a_long_hash_shows_a_bar_on_a_terminal_and_nowhere_else() {
         !shown.contains("hashing 2 files"),
         "a bar with -v:\n{shown}"
     );
+}
+
+/// The compiled form of the built-in `kind` in `cache`, if it is there.
+fn compiled_builtin(d: &Dataset, cache: &Path, kind: &str) -> Option<std::path::PathBuf> {
+    let rows = d.json(&["backends"], 0);
+    let digest = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == kind)
+        .and_then(|r| r["digest"].as_str())
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    crate::support::files_under(cache, cache)
+        .into_iter()
+        .find(|f| f.ends_with(&format!("{digest}.cwasm")))
+        .map(|f| cache.join(f))
+}
+
+/// The first command on an empty compile cache says, on a terminal, which
+/// plugins it compiles; the next compiles nothing and says nothing. Piped,
+/// nothing is said; `-vv` logs the compile among tether's own decisions and
+/// none of wasmtime's or Cranelift's internals.
+#[test]
+fn a_first_run_says_which_plugins_it_compiles_on_a_terminal() {
+    let d = Dataset::init();
+    let cache = d.tmp().join("fresh-cache");
+
+    let (out, shown) = on_a_terminal_with(&d, "backends", &cache);
+    assert!(out.status.success(), "{}", describe(&out));
+    for kind in ["memory", "file", "git"] {
+        assert!(
+            shown.contains(&format!(
+                "compiling the built-in {kind} plugin for this machine (once: kept in "
+            )),
+            "no compile notice for {kind}:\n{shown}"
+        );
+    }
+    assert!(shown.contains("KIND"), "the listing follows:\n{shown}");
+
+    let (out, shown) = on_a_terminal_with(&d, "backends", &cache);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!shown.contains("compiling"), "compiled again:\n{shown}");
+
+    // One plugin's compiled form gone: piped, it is compiled without a word.
+    let memory = compiled_builtin(&d, &cache, "memory").expect("memory was compiled");
+    std::fs::remove_file(&memory).unwrap();
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_CACHE_DIR", &cache)
+        .args(["backends"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!stderr(&out).contains("compiling"), "{}", describe(&out));
+    assert!(memory.is_file(), "memory was not compiled again");
+
+    // -vv: tether's decisions (the compile among them), no library internals.
+    std::fs::remove_file(&memory).unwrap();
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .env("TETHER_CACHE_DIR", &cache)
+        .args(["-vv", "backends"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let log = stderr(&out);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("compiling plugin") && l.contains("built-in memory")),
+        "{log}"
+    );
+    assert!(
+        log.contains("DEBUG tether::"),
+        "no debug line of tether's:\n{log}"
+    );
+    let levels = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"];
+    for line in log.lines() {
+        let mut words = line.split_whitespace();
+        if words.next().is_some_and(|w| levels.contains(&w))
+            && let Some(target) = words.next()
+        {
+            assert!(
+                target.starts_with("tether"),
+                "a library's line at -vv: {line}\n{log}"
+            );
+        }
+    }
 }

@@ -26,6 +26,7 @@ mod icechunk_interop;
 mod icechunk_s3;
 mod immutable;
 mod inspect;
+mod install;
 mod interrupted;
 mod jj_vcs;
 mod lance;

@@ -47,12 +47,16 @@ pub struct Cli {
 /// binary at `tether` telling which commands and backends exist.
 pub fn run(root: &Path, tether: &Path) -> Result<()> {
     let cli = read_cli(tether)?;
-    let problems = check(root, &cli)?;
+    let mut problems = check(root, &cli)?;
+    let man = root.join("target").join("man");
+    problems.extend(man_pages(tether, &man, &cli)?);
     if problems.is_empty() {
         eprintln!(
-            "docs: every link resolves; {} commands and {} backends have their pages",
+            "docs: every link resolves; {} commands and {} backends have their pages; \
+             manual pages in {}",
             cli.commands.len(),
-            cli.backends.len()
+            cli.backends.len(),
+            man.display()
         );
         return Ok(());
     }
@@ -60,6 +64,37 @@ pub fn run(root: &Path, tether: &Path) -> Result<()> {
         eprintln!("{p}");
     }
     bail!("docs: {} problem(s) in the documentation", problems.len())
+}
+
+/// Write the manual pages with `tether man --out DIR` (a fresh DIR) and
+/// return a problem for each command or subcommand left without a page.
+fn man_pages(tether: &Path, dir: &Path, cli: &Cli) -> Result<Vec<String>> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    let out = Command::new(tether)
+        .current_dir(std::env::temp_dir())
+        .arg("man")
+        .arg("--out")
+        .arg(dir)
+        .output()
+        .with_context(|| format!("cannot run {}", tether.display()))?;
+    if !out.status.success() {
+        bail!(
+            "`tether man` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut pages = vec!["tether.1".to_string()];
+    for (command, subs) in &cli.commands {
+        pages.push(format!("tether-{command}.1"));
+        pages.extend(subs.iter().map(|sub| format!("tether-{command}-{sub}.1")));
+    }
+    Ok(pages
+        .into_iter()
+        .filter(|page| !dir.join(page).is_file())
+        .map(|page| format!("{}: no manual page {page}", dir.display()))
+        .collect())
 }
 
 /// Ask the built binary for its commands (`tether --help`, then `tether CMD

@@ -9,7 +9,7 @@
 //! - `test`: set up, then every check CI runs (fmt, clippy, docs, tests).
 //! - `docs`: the user guide's link check (`docs.rs`): every relative link and
 //!   anchor in README.md and docs/ resolves, every command and backend has
-//!   its page.
+//!   its page; and the manual pages, written to `target/man/`.
 //! - `bench`: the benchmarks, in release mode.
 //! - `package [ARGS]`: `cargo package` of the publishable crates, with the
 //!   first-party plugin components copied into `host/builtin-plugins/`.
@@ -364,7 +364,7 @@ fn memory_write(
 }
 
 /// Everything CI checks: formatting, lints in every workspace, the host's
-/// docs (no broken or private links), every test.
+/// docs (no broken or private links), every test, then the install test.
 fn test(extra: &[String]) -> Result<()> {
     setup()?;
     let root = root();
@@ -408,7 +408,20 @@ fn test(extra: &[String]) -> Result<()> {
             .current_dir(&root)
             .args(["test", "--workspace"])
             .args(extra),
-    )
+    )?;
+    // `cargo install --path host` and the installed binary on its own: a
+    // second cargo, so not inside the run above (it would wait for that
+    // run's target directory); it reuses what that run built.
+    run_tests(cargo().current_dir(&root).args([
+        "test",
+        "-p",
+        "tether",
+        "--test",
+        "runner",
+        "--",
+        "--ignored",
+        "install::",
+    ]))
 }
 
 /// The user guide's link check, against the commands and backends of a

@@ -124,6 +124,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tether completion bash > ~/.local/share/bash-completion/completions/tether",
     ),
     (
+        "man",
+        "tether man --out ~/.local/share/man/man1   # then `man tether-status`",
+    ),
+    (
         "plugin add",
         "tether plugin add ./my_kind.wasm --kind mykind",
     ),
@@ -135,6 +139,16 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "plugin pin",
         "tether plugin pin --vendor        # pin every kind in use, components stored",
+    ),
+    (
+        "plugin update",
+        "tether plugin update --dry-run   # which pins this tether's built-ins would move\n\
+         tether plugin update memory",
+    ),
+    (
+        "plugin call",
+        "tether plugin call memory describe\n\
+         tether plugin call memory fingerprint --key m   # on object m, with its locator",
     ),
     ("plugin list", "tether plugin list --json"),
     (

@@ -36,6 +36,7 @@ mod gc;
 mod import;
 mod init;
 mod log;
+mod man;
 mod new;
 mod open;
 mod ops;
@@ -67,7 +68,9 @@ pub use output::Exit;
 #[derive(Debug, Parser)]
 #[command(name = "tether", version, about, propagate_version = true)]
 struct Cli {
-    /// More log output (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    /// More log output: -v what tether does, -vv its decisions (debug), -vvv
+    /// trace; -vvvv adds the libraries' own (wasmtime, sqlx, ...). RUST_LOG
+    /// overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     /// Run as if tether was started in DIR (as `git -C`); repeatable, each
@@ -201,6 +204,9 @@ enum Command {
     Plugin(plugin::Args),
     /// Print the shell completion script for SHELL (`tether completion bash > ...`).
     Completion(completion::Args),
+    /// Write the manual pages (tether.1, tether-<command>.1) into a directory.
+    #[command(hide = true)]
+    Man(man::Args),
 }
 
 /// The command line's definition, as clap builds it (for tests that walk
@@ -313,6 +319,7 @@ pub fn main() -> ExitCode {
             Command::Pull(args) => pull::run(ctx, args).await,
             Command::Repair(args) => repair::run(ctx, args).await,
             Command::Completion(args) => completion::run(args),
+            Command::Man(args) => man::run(args),
         }
     });
     match result {
@@ -371,17 +378,21 @@ impl Command {
             Command::Publish(a) => a.json,
             Command::Import(a) => a.json,
             Command::Plugin(a) => a.json(),
-            Command::Completion(_) => false,
+            Command::Completion(_) | Command::Man(_) => false,
         }
     }
 }
 
 fn init_logging(verbose: u8, color: output::ColorChoice) {
     use tracing_subscriber::EnvFilter;
+    // -v to -vvv are tether's own decisions; the libraries under it
+    // (wasmtime, Cranelift, sqlx, object_store, ...) stay at warnings until
+    // -vvvv, where their internals would otherwise bury tether's lines.
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        2 => "debug",
+        1 => "warn,tether=info",
+        2 => "warn,tether=debug",
+        3 => "warn,tether=trace",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

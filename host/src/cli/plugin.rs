@@ -1,4 +1,4 @@
-//! `tether plugin add | trust | untrust | pin | list | verify | remove`.
+//! `tether plugin add | trust | untrust | pin | update | list | verify | remove`.
 
 use std::path::PathBuf;
 
@@ -62,6 +62,38 @@ enum Command {
         #[command(flatten)]
         out: Json,
     },
+    /// Move pins to this tether's built-in plugins (after an upgrade), as a
+    /// tether.toml change to review and commit.
+    Update {
+        /// The kinds whose pins to move (default: every pinned kind this
+        /// tether has a built-in of).
+        kinds: Vec<String>,
+        /// Say what would move; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        out: Json,
+    },
+    /// Run one contract method against one store and print its answer (for
+    /// plugin authors and for debugging).
+    Call {
+        /// The kind whose plugin to run (in a dataset: the one it pins).
+        kind: String,
+        /// The method, as the contract names it (only those that change
+        /// nothing in the store).
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(plugin_cmd::CALLABLE))]
+        method: String,
+        /// The arguments as a JSON object: `locator` (every method but
+        /// describe) and the method's own (`ref`, `policy`, `state`, `pin`,
+        /// `deep`, `limit`).
+        #[arg(default_value = "{}", value_parser = parse_json)]
+        args: serde_json::Value,
+        /// Run it on this object of the dataset (its locator and secrets).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        #[command(flatten)]
+        out: Json,
+    },
     /// The dataset's plugin pins and where each resolves.
     List {
         #[command(flatten)]
@@ -88,6 +120,8 @@ impl Args {
         | Command::Trust { out, .. }
         | Command::Untrust { out, .. }
         | Command::Pin { out, .. }
+        | Command::Update { out, .. }
+        | Command::Call { out, .. }
         | Command::List { out }
         | Command::Verify { out }
         | Command::Remove { out, .. }) = &self.command;
@@ -95,7 +129,30 @@ impl Args {
     }
 }
 
+fn parse_json(s: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))
+}
+
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
+    // The one subcommand that also runs outside a dataset (on the built-ins).
+    if let Command::Call {
+        kind,
+        method,
+        args,
+        key,
+        ..
+    } = &args.command
+    {
+        let repo = if ctx.in_dataset() {
+            Some(ctx.repo()?)
+        } else {
+            None
+        };
+        let answer = plugin_cmd::call(repo.as_ref(), kind, method, key.as_deref(), args).await?;
+        // The answer is JSON either way: it is what the plugin said.
+        print_json(&answer)?;
+        return Ok(Exit::Ok);
+    }
     let repo = ctx.repo()?;
     match args.command {
         Command::Add {
@@ -161,6 +218,38 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 );
             }
         }
+        Command::Update {
+            kinds,
+            dry_run,
+            out,
+        } => {
+            let updated = plugin_cmd::update(&repo, &kinds, dry_run).await?;
+            if out.json {
+                print_json(&updated)?;
+                return Ok(Exit::Ok);
+            }
+            let verb = if dry_run { "would update" } else { "updated" };
+            for u in &updated {
+                if u.changed {
+                    outln!(
+                        "{verb} {} {} -> {}{}",
+                        u.kind,
+                        u.from,
+                        u.to,
+                        if u.vendored { " (vendored)" } else { "" }
+                    );
+                    if let Some(f) = &u.deleted {
+                        outln!("deleted {f}");
+                    }
+                } else {
+                    outln!("{} is already at {}", u.kind, u.to);
+                }
+            }
+            if !dry_run && updated.iter().any(|u| u.changed) {
+                outln!("review the change to tether.toml (`git diff`) and commit it");
+            }
+        }
+        Command::Call { .. } => unreachable!("handled above"),
         Command::List { out: Json { json } } => {
             let rows = plugin_cmd::list(&repo).await?;
             if json {

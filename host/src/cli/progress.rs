@@ -1,8 +1,11 @@
-//! Progress on stderr while files are read for their hashes: the first
-//! snapshot of a large directory reads every byte, which can take minutes.
-//! One bar per directory being read, shown once the reading has gone on for
-//! [`SHOW_AFTER`], cleared when it is done. Only when stderr is a terminal,
-//! and not with `-v` (log lines would tear the bar).
+//! What a person at a terminal sees while tether waits on work of its own:
+//! a bar while files are read for their hashes (the first snapshot of a
+//! large directory reads every byte, which can take minutes), one bar per
+//! directory being read, shown once the reading has gone on for
+//! [`SHOW_AFTER`], cleared when it is done; and a line per plugin compiled
+//! on first use (seconds each, on a fresh machine or after an upgrade).
+//! Only when stderr is a terminal, and not with `-v` (log lines would tear
+//! the bar, and say the same at info level).
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -16,11 +19,18 @@ use crate::plugin::tree::progress::{HashTask, HashWatcher, watch_hashing};
 /// Reads shorter than this show nothing: most are.
 const SHOW_AFTER: Duration = Duration::from_millis(500);
 
-/// Show hashing progress on stderr, when it is a terminal and `verbose` is 0.
+/// Show hashing progress and plugin compiles on stderr, when it is a
+/// terminal and `verbose` is 0.
 pub fn install(verbose: u8) {
     if verbose > 0 || !std::io::stderr().is_terminal() {
         return;
     }
+    crate::plugin::on_compile(|plugin, cache| {
+        eprintln!(
+            "compiling the {plugin} plugin for this machine (once: kept in {})",
+            cache.display()
+        );
+    });
     watch_hashing(Arc::new(Bars {
         multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
     }));

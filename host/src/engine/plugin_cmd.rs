@@ -1,5 +1,5 @@
-//! `tether plugin add | trust | untrust | pin | list | verify | remove`: the
-//! plugins a dataset pins (DESIGN §5).
+//! `tether plugin add | trust | untrust | pin | update | list | verify |
+//! remove`: the plugins a dataset pins (DESIGN §5).
 //!
 //! - `tether.toml` `[plugins.<kind>] digest = "sha256:<hex>"` pins a kind to
 //!   one component (committed, shared by every clone);
@@ -268,6 +268,132 @@ pub async fn pin(repo: &Repo, kinds: &[String], vendor: bool) -> Result<Vec<Pinn
     Ok(out)
 }
 
+/// One kind `plugin update` looked at.
+#[derive(Debug, Clone, Serialize)]
+pub struct Updated {
+    pub kind: String,
+    /// The digest pinned before.
+    pub from: String,
+    /// The digest pinned now: this tether's built-in of the kind.
+    pub to: String,
+    /// Whether the pin moved (`false`: it already named this tether's built-in).
+    pub changed: bool,
+    /// Whether the new component is stored under `.tether/plugins/` (the
+    /// old one was: a vendored pin stays vendored).
+    pub vendored: bool,
+    /// The old stored component, deleted since no pin names it any more.
+    pub deleted: Option<String>,
+}
+
+/// Move the pins of `kinds` (none: every pinned kind this tether has a
+/// built-in of) to this tether's built-in components, as `cargo update`
+/// moves a lock file: `tether.toml` changes in the working tree, for review
+/// and a commit. A pin that was vendored stays vendored (the new component
+/// stored and trusted, the old one deleted when nothing else pins it).
+/// Nothing is written with `dry_run`. A pin naming a component that is not
+/// a built-in of this tether moves too (the built-in serves the same kind);
+/// a kind this tether has no built-in of is refused: only `plugin add
+/// --replace` can move it.
+pub async fn update(repo: &Repo, kinds: &[String], dry_run: bool) -> Result<Vec<Updated>> {
+    let builtins = builtin::load_all(repo.runtime()?).await?;
+    let builtin_digest = |kind: &str| {
+        builtins
+            .iter()
+            .find(|p| p.kind() == kind)
+            .map(|p| p.digest().to_string())
+    };
+    let _locks = (!dry_run).then(|| repo.lock()).transpose()?;
+    // Re-read under the lock: the Repo's copy may predate another command.
+    let mut config = Config::read(&repo.layout.config_file())?;
+    let wanted: Vec<String> = if kinds.is_empty() {
+        let all: Vec<String> = config
+            .plugins
+            .keys()
+            .filter(|k| builtin_digest(k).is_some())
+            .cloned()
+            .collect();
+        if all.is_empty() {
+            return Err(TetherError::refused(
+                "no kind this tether has a built-in of is pinned, so there is nothing to update",
+            )
+            .hint(
+                "`tether plugin list` shows the pins; `tether plugin pin KIND` pins one to \
+                 this tether's built-in",
+            ));
+        }
+        all
+    } else {
+        kinds.to_vec()
+    };
+    let mut out = Vec::new();
+    for kind in &wanted {
+        let Some(pin) = config.plugins.get(kind) else {
+            return Err(TetherError::refused(format!(
+                "kind {kind} is not pinned in this dataset, so it already runs this tether's \
+                 built-in"
+            ))
+            .hint(format!(
+                "`tether plugin pin {kind}` pins it; `tether plugin list` shows the pins"
+            )));
+        };
+        let Some(to) = builtin_digest(kind) else {
+            return Err(TetherError::refused(format!(
+                "this tether has no built-in {kind} plugin to move the pin {} to",
+                pin.digest
+            ))
+            .hint(format!(
+                "a third-party plugin moves with `tether plugin add NEW.wasm --kind {kind} \
+                 --replace`"
+            )));
+        };
+        let from = pin.digest.clone();
+        let stored_old = repo
+            .layout
+            .plugins_dir()
+            .join(registry::stored_file_name(&from));
+        out.push(Updated {
+            kind: kind.clone(),
+            changed: from != to,
+            vendored: stored_old.is_file(),
+            from,
+            to,
+            deleted: None,
+        });
+    }
+    if dry_run || !out.iter().any(|u| u.changed) {
+        return Ok(out);
+    }
+    let mut vendored = Vec::new();
+    for u in out.iter().filter(|u| u.changed) {
+        config.plugins.insert(
+            u.kind.clone(),
+            PluginPin {
+                digest: u.to.clone(),
+            },
+        );
+        if u.vendored
+            && let Some(b) = registry::builtin_by_digest(&u.to)
+        {
+            let stored = repo
+                .layout
+                .plugins_dir()
+                .join(registry::stored_file_name(&u.to));
+            if std::fs::read(&stored).ok().as_deref() != Some(b.wasm) {
+                fsutil::write_atomic(&stored, b.wasm)?;
+            }
+            vendored.push(u.to.clone());
+        }
+    }
+    config.write(&repo.layout.config_file())?;
+    if !vendored.is_empty() {
+        trust_digests(repo, vendored, true)?;
+    }
+    for u in out.iter_mut().filter(|u| u.changed) {
+        u.deleted = drop_unused_file(repo, &config, &u.from)?;
+    }
+    Ok(out)
+}
+
 /// One row of `plugin list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Listed {
@@ -439,4 +565,165 @@ fn rel(repo: &Repo, path: &Path) -> String {
         .unwrap_or(path)
         .to_string_lossy()
         .into_owned()
+}
+
+/// The contract methods `plugin call` runs: the ones that change nothing in
+/// the store, so a debugging call cannot move a ref or release a pin.
+pub const CALLABLE: &[&str] = &[
+    "describe",
+    "validate-locator",
+    "identity",
+    "effective-capabilities",
+    "fingerprint",
+    "list-pins",
+    "list-working-refs",
+    "verify",
+    "history",
+    "listing",
+    "owner",
+    "branch-scope",
+    "ref-namespace",
+    "state-addressable",
+    "check-quiescence",
+];
+
+/// Run one contract method of the plugin serving `kind` against one store,
+/// as a debugging aid (`extism call`'s role): `args` is a JSON object with
+/// the object's `locator` (every method but `describe`) and the method's
+/// parameters by name (`ref`, `policy`, `state`, `pin`, `deep`, `limit`).
+/// With `key`, the locator is that object's, from its manifest (and the
+/// object's secrets apply). In a dataset the plugin is the one the dataset
+/// runs (its pins, its `[backends.<kind>]` configuration and secrets);
+/// elsewhere this tether's built-in. The answer is the method's result as
+/// JSON.
+pub async fn call(
+    repo: Option<&Repo>,
+    kind: &str,
+    method: &str,
+    key: Option<&str>,
+    args: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    use serde_json::{Value, json, to_value};
+    let usage = |what: String| {
+        TetherError::refused(what).hint(format!(
+            "give a JSON object such as '{{\"locator\": {{...}}}}'; the methods are {}",
+            CALLABLE.join(", ")
+        ))
+    };
+    if !CALLABLE.contains(&method) {
+        return Err(usage(format!(
+            "{} is not a method `plugin call` runs",
+            crate::model::display::quote(method)
+        )));
+    }
+    let Value::Object(args) = args else {
+        return Err(usage("the arguments must be a JSON object".into()));
+    };
+    let plugin = match repo {
+        Some(repo) => repo.plugin(kind).await?,
+        None => {
+            let builtins = builtin::load_all(&crate::plugin::Runtime::global()?).await?;
+            let found = builtins.iter().find(|p| p.kind() == kind).cloned();
+            found
+                .ok_or_else(|| TetherError::unknown_kind(kind, builtins.iter().map(|p| p.kind())))?
+        }
+    };
+    if method == "describe" {
+        return Ok(to_value(plugin.descriptor()).expect("a descriptor is JSON"));
+    }
+    let client = match (repo, key) {
+        (Some(repo), Some(key)) => {
+            let manifests = repo.manifests()?;
+            let Some(m) = manifests.get(key) else {
+                return Err(TetherError::refused(format!(
+                    "no object {} in this dataset",
+                    crate::model::display::quote(key)
+                ))
+                .hint("`tether status` lists the objects"));
+            };
+            if m.kind != kind {
+                return Err(TetherError::refused(format!(
+                    "object {key} is of kind {}, not {kind}",
+                    m.kind
+                )));
+            }
+            repo.client_for_key(&plugin, &Value::Object(m.locator.clone()), key)
+        }
+        (None, Some(_)) => {
+            return Err(TetherError::refused(
+                "--key names an object of a dataset, and this is no dataset",
+            )
+            .hint("run it in the dataset, or `-C DIR`"));
+        }
+        (repo, None) => {
+            let Some(locator) = args.get("locator").filter(|l| l.is_object()) else {
+                return Err(usage(format!(
+                    "{method} needs \"locator\": an object (or --key KEY)"
+                )));
+            };
+            match repo {
+                Some(repo) => repo.client_for(&plugin, locator),
+                None => plugin.object(locator, &json!({})),
+            }
+        }
+    };
+    let text = |name: &str| args.get(name).and_then(Value::as_str);
+    let value = |name: &str| {
+        args.get(name)
+            .filter(|v| v.is_object())
+            .ok_or_else(|| usage(format!("{method} needs \"{name}\": an object")))
+    };
+    let pin: Option<crate::plugin::PinRef> = match args.get("pin") {
+        None | Some(Value::Null) => None,
+        Some(p) => Some(
+            serde_json::from_value(p.clone())
+                .map_err(|e| usage(format!("\"pin\" is no pin reference: {e}")))?,
+        ),
+    };
+    let failed = |e| TetherError::backend(&format!("{kind} {method}"), e);
+    let out = match method {
+        "validate-locator" => client
+            .validate_locator()
+            .await
+            .map(|()| json!({"valid": true})),
+        "identity" => client.identity().await,
+        "effective-capabilities" => client
+            .effective_capabilities(args.get("policy").unwrap_or(&json!({})))
+            .await
+            .map(|c| json!(c)),
+        "fingerprint" => client.fingerprint(text("ref")).await,
+        "list-pins" => client.list_pins().await.map(|p| json!(p)),
+        "list-working-refs" => client.list_working_refs().await.map(|r| json!(r)),
+        "verify" => {
+            let deep = args.get("deep").and_then(Value::as_bool).unwrap_or(false);
+            client
+                .verify(value("state")?, pin.as_ref(), deep)
+                .await
+                .map(|r| to_value(r).expect("a report is JSON"))
+        }
+        "history" => {
+            let limit = args
+                .get("limit")
+                .and_then(Value::as_u64)
+                .map_or(20, |n| u32::try_from(n).unwrap_or(u32::MAX));
+            client
+                .history(text("ref"), limit)
+                .await
+                .map(|h| to_value(h).expect("history is JSON"))
+        }
+        "listing" => client.listing(value("state")?).await.map(|l| json!(l)),
+        "owner" => client.owner().await.map(|o| json!(o)),
+        "branch-scope" => client.branch_scope().await.map(|s| json!(s)),
+        "ref-namespace" => client.ref_namespace().await.map(|s| json!(s)),
+        "state-addressable" => client
+            .state_addressable(value("state")?)
+            .await
+            .map(|b| json!(b)),
+        "check-quiescence" => client
+            .check_quiescence(text("ref"))
+            .await
+            .map(|()| json!({"quiescent": true})),
+        _ => unreachable!("every CALLABLE method is matched"),
+    };
+    out.map_err(failed)
 }

@@ -46,6 +46,10 @@ pub async fn fingerprint(
             Err(e @ TetherError::UnknownKind { .. }) => {
                 out.insert(key.clone(), Err(e.to_string()));
             }
+            // So does a pinned plugin this checkout refuses (untrusted,
+            // missing): its objects are left out of the snapshot, and
+            // `status` names the refusal on each of them.
+            Err(_) if refused_pin(repo, &m.kind).await => {}
             Err(e) => return Err(e),
         }
     }
@@ -53,6 +57,15 @@ pub async fn fingerprint(
         out.insert(key, result.map_err(|e| e.to_string()));
     }
     Ok(out)
+}
+
+/// Whether `kind` is pinned to a plugin this checkout refuses to run.
+pub(crate) async fn refused_pin(repo: &Repo, kind: &str) -> bool {
+    repo.config.plugins.contains_key(kind)
+        && repo
+            .plugin_resolution()
+            .await
+            .is_ok_and(|r| r.refused.contains_key(kind))
 }
 
 /// An object's position when it is not read from a branch: on a bookmark

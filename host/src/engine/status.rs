@@ -149,10 +149,37 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
     if take {
         snapshot::snapshot(repo, &mut ws, &manifests, &keys).await?;
     }
-    let descriptors = repo.descriptors().await?;
+    // A pinned plugin this checkout refuses (untrusted, missing) fails its
+    // own objects, each with the refusal and its way out; the rest show.
+    let (descriptors, refused) = match repo.descriptors().await {
+        Ok(d) => (d, BTreeMap::new()),
+        Err(e) => {
+            let resolution = repo.plugin_resolution().await?;
+            if resolution.refused.is_empty() {
+                return Err(e);
+            }
+            let loaded = resolution
+                .plugins
+                .iter()
+                .map(|(k, p)| (k.clone(), p.descriptor().clone()))
+                .collect();
+            let refused: BTreeMap<String, String> = resolution
+                .refused
+                .iter()
+                .map(|(k, e)| (k.clone(), e.to_string()))
+                .collect();
+            (loaded, refused)
+        }
+    };
     let mut objects = Vec::with_capacity(keys.len());
     for key in &keys {
         let m = &manifests[key];
+        if let Some(reason) = refused.get(&m.kind) {
+            let mut s = object_status(key, m, None, None);
+            s.error = Some(reason.clone());
+            objects.push(s);
+            continue;
+        }
         let descriptor = descriptors.get(&m.kind);
         objects.push(object_status(
             key,

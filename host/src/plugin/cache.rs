@@ -33,6 +33,17 @@ pub fn default_cache_root() -> PathBuf {
         .join("tether")
 }
 
+/// Where "compiling plugin X" goes besides the log: the CLI prints it on a
+/// terminal ([`on_compile`]); a library user hears nothing unless it asks.
+static COMPILE_NOTICE: std::sync::OnceLock<fn(&str, &Path)> = std::sync::OnceLock::new();
+
+/// Have `tell(plugin, cache_dir)` called each time a component is compiled
+/// because the cache has no compiled form of it (once per process; later
+/// calls are ignored).
+pub fn on_compile(tell: fn(&str, &Path)) {
+    let _ = COMPILE_NOTICE.set(tell);
+}
+
 pub(crate) struct ComponentCache {
     dir: PathBuf,
 }
@@ -59,12 +70,15 @@ impl ComponentCache {
         &self.dir
     }
 
+    /// The compiled form of `wasm`: from the cache, else compiled now (and
+    /// said so: `label` names the plugin in the notice, see [`on_compile`]).
     pub(crate) fn load(
         &self,
         engine: &Engine,
         wasm: &[u8],
         digest_hex: &str,
         source_name: &str,
+        label: &str,
     ) -> Result<(Component, Loaded), PluginError> {
         let path = self.dir.join(format!("{digest_hex}.cwasm"));
         if self.trusted(&path) {
@@ -76,6 +90,11 @@ impl ComponentCache {
                     tracing::debug!(path = %path.display(), "cached component unusable, recompiling: {e}")
                 }
             }
+        }
+        // Seconds of Cranelift per component on a first run: never silent.
+        tracing::info!(plugin = label, cache = %self.dir.display(), "compiling plugin");
+        if let Some(tell) = COMPILE_NOTICE.get() {
+            tell(label, &self.dir);
         }
         let compiled = engine
             .precompile_component(wasm)

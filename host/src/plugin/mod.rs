@@ -27,8 +27,8 @@ pub mod storage;
 pub mod tree;
 mod types;
 
-pub use cache::default_cache_root;
 pub(crate) use cache::read_descriptor as cached_descriptor;
+pub use cache::{default_cache_root, on_compile};
 pub use client::{HarnessClient, ObjectClient};
 pub use error::{BackendError, PluginError};
 pub use fanout::{FanOut, MultiObjectError, fan_out};

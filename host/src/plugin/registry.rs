@@ -111,12 +111,12 @@ impl Places {
 /// Why a pinned plugin was not loaded. Every message says what to run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PinError {
-    /// No component with the pinned digest is present.
+    /// No component with the pinned digest is present. `how` says how to
+    /// get it back: from a tether whose built-in it is, or (a third-party
+    /// component) from the commit that stored it or from its author.
     #[error(
         "kind {kind} is pinned to plugin {wanted}, but no component with that digest is here \
-         ({found}; looked in {looked}): copy the pinned component there (a tether whose built-in \
-         {kind} is {wanted} writes it with `tether plugin pin --vendor`), or pin what this tether \
-         has with `tether plugin remove {kind}` then `tether plugin pin {kind}`"
+         ({found}; looked in {looked}): {how}"
     )]
     Missing {
         kind: String,
@@ -125,6 +125,7 @@ pub enum PinError {
         /// `this tether has no built-in {kind}`.
         found: String,
         looked: String,
+        how: String,
     },
     /// A stored file's bytes do not hash to the digest its name claims.
     #[error(
@@ -200,9 +201,28 @@ pub fn locate(
             bytes,
         });
     }
+    let file = stored_file_name(digest);
+    let how = match builtin_kind_digest {
+        // Most likely a built-in of another tether release.
+        Some(_) => format!(
+            "copy the pinned component there (a tether whose built-in {kind} is {digest} \
+             writes it with `tether plugin pin --vendor`), or pin what this tether has with \
+             `tether plugin update {kind}`"
+        ),
+        // A third-party component: `plugin add` stored it beside the pin,
+        // so the history that has the pin has it too.
+        None => format!(
+            "`tether plugin add` stored it as .tether/plugins/{file} and it is committed with \
+             the pin: restore it from history (`git log --all -- .tether/plugins/{file}` names \
+             the commit, `git checkout COMMIT -- .tether/plugins/{file}` brings it back), or \
+             put the component its author ships in the user plugin directory, or pin another \
+             build with `tether plugin add PATH.wasm --kind {kind} --replace`"
+        ),
+    };
     Err(PinError::Missing {
         kind: kind.to_string(),
         wanted: digest.to_string(),
+        how,
         found: match builtin_kind_digest {
             Some(d) => format!("the built-in {kind} is {d}"),
             None => format!("this tether has no built-in {kind}"),

@@ -269,10 +269,27 @@ impl Runtime {
                 detail: "not a WebAssembly component (build it for wasm32-wasip2)".into(),
             });
         }
+        // What the compile notice calls it: a built-in by its crate's kind
+        // part (`memory`), a file by its name.
+        let label = match &source {
+            PluginSource::BuiltIn => super::builtin::BUILTIN_PLUGINS
+                .iter()
+                .find(|p| p.sha256 == digest_hex)
+                .map_or_else(
+                    || "built-in".to_string(),
+                    |p| {
+                        let kind = p.crate_name.trim_start_matches("tether-plugin-");
+                        format!("built-in {kind}")
+                    },
+                ),
+            PluginSource::Path(p) => p
+                .file_name()
+                .map_or_else(|| source_name.clone(), |n| n.to_string_lossy().into_owned()),
+        };
         let (component, how) =
             shared
                 .cache
-                .load(&shared.engine, wasm, &digest_hex, &source_name)?;
+                .load(&shared.engine, wasm, &digest_hex, &source_name, &label)?;
         match how {
             Loaded::Compiled => shared.stats.compiled.fetch_add(1, Ordering::Relaxed),
             Loaded::FromCache => shared
