@@ -36,6 +36,9 @@ pub(super) struct ObjectBucket {
     /// S3 lists in key order, so a page can stop early; and it has no
     /// copy-if-not-exists, so such a copy is a read and a create-only put.
     s3: bool,
+    /// Whether the store can keep versions of an object (not the memory
+    /// buckets, which would ignore a version asked for).
+    versions: bool,
 }
 
 impl ObjectBucket {
@@ -54,6 +57,7 @@ impl ObjectBucket {
             store,
             prefix: prefix.to_string(),
             s3: false,
+            versions: false,
         }
     }
 
@@ -69,6 +73,7 @@ impl ObjectBucket {
             store,
             prefix: prefix.to_string(),
             s3: true,
+            versions: true,
         })
     }
 
@@ -93,6 +98,7 @@ impl ObjectBucket {
             store,
             prefix: prefix.to_string(),
             s3: false,
+            versions: true,
         })
     }
 
@@ -243,6 +249,9 @@ impl ObjectBucket {
         version: Option<&str>,
     ) -> Result<Option<VersionedMeta>, StorageError> {
         let path = self.path(key)?;
+        if version.is_some() && !self.versions {
+            return Ok(None);
+        }
         let found = match version {
             None => self.store.head(&path).await,
             Some(v) => {
@@ -456,10 +465,18 @@ impl ObjectBucket {
 }
 
 /// Whether a store's error about a versioned read says the version id is
-/// unknown or malformed (rather than the store failing).
+/// unknown or malformed (rather than the store failing). A HEAD answer has no
+/// body to say which, so a 400 to a request naming a version is that too.
 fn is_bad_version(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
-    t.contains("invalid version") || t.contains("invalidargument") || t.contains("nosuchversion")
+    [
+        "invalid version",
+        "invalidargument",
+        "nosuchversion",
+        "400 bad request",
+    ]
+    .iter()
+    .any(|s| t.contains(s))
 }
 
 impl ObjectBucket {

@@ -110,6 +110,36 @@ fn keys(page: &ListPage) -> Vec<&str> {
     page.objects.iter().map(|m| m.key.as_str()).collect()
 }
 
+/// `head-version`: the current object's metadata (no version id on these
+/// unversioned stores), and nothing for a version the store does not have.
+#[tokio::test]
+async fn head_version_of_current_and_unknown_versions() {
+    for h in harnesses().await {
+        let b = &h.bucket;
+        let uri = b.uri().to_string();
+        assert_eq!(b.head_version("k", None).await.unwrap(), None, "{uri}");
+        let put = b
+            .put("k", b"one".to_vec(), PutMode::Overwrite)
+            .await
+            .unwrap();
+        let now = b
+            .head_version("k", None)
+            .await
+            .unwrap()
+            .expect("the object");
+        assert_eq!(now.meta.etag, put.etag, "{uri}");
+        assert_eq!(now.meta.size, 3, "{uri}");
+        assert_eq!(now.version, None, "{uri}: no versioning here");
+        assert_eq!(
+            b.head_version("k", Some("3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY"))
+                .await
+                .unwrap(),
+            None,
+            "{uri}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn round_trip() {
     for h in harnesses().await {
