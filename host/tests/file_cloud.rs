@@ -220,7 +220,8 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
     gcs.create_bucket("tether-gcs", true);
     gcs.create_bucket("tether-gcs-plain", false);
     let g1 = gcs.upload("tether-gcs", "raw/a.txt", b"first");
-    gcs.upload("tether-gcs", "raw/b.txt", b"bb");
+    gcs.upload("tether-gcs", "list/b.txt", b"bb");
+    gcs.upload("tether-gcs", "list/c/d.txt", b"ddd");
     gcs.upload("tether-gcs-plain", "raw/a.txt", b"plain");
     let d = Dataset::init();
     d.write_secrets(&format!(
@@ -231,7 +232,7 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
     // A prefix: listed, one entry per object.
     ok(
         &d,
-        &["add", "raw", "gs://tether-gcs/raw/", "--kind", "file"],
+        &["add", "list", "gs://tether-gcs/list/", "--kind", "file"],
     );
     // A single object, addressable by its generation.
     let uri = "gs://tether-gcs/raw/a.txt";
@@ -240,9 +241,10 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
         &["add", "a", uri, "--kind", "file", "--file", "versioned"],
     );
     ok(&d, &["commit", "-m", "first"]);
-    let m = d.manifest("raw");
+    let m = d.manifest("list");
     assert_eq!(m["state"]["type"].as_str(), Some("prefix"), "{m:?}");
     assert_eq!(m["state"]["count"].as_integer(), Some(2), "{m:?}");
+    assert_eq!(m["state"]["size"].as_integer(), Some(5), "{m:?}");
     let m = d.manifest("a");
     assert_eq!(
         m["state"]["version_id"].as_str(),
@@ -265,22 +267,21 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
         "{old}"
     );
 
-    let err = fails(
+    // GCS gives every object a generation, versioned bucket or not, so
+    // `add` cannot tell; without versioning the old generation is gone once
+    // overwritten, and `open` at the old commit says so instead of handing
+    // out an address that reads nothing.
+    let plain = "gs://tether-gcs-plain/raw/a.txt";
+    ok(
         &d,
-        &[
-            "add",
-            "p",
-            "gs://tether-gcs-plain/raw/a.txt",
-            "--kind",
-            "file",
-            "--file",
-            "versioned",
-        ],
+        &["add", "p", plain, "--kind", "file", "--file", "versioned"],
     );
-    assert!(
-        err.contains("versioning") && err.contains("gcloud"),
-        "{err}"
-    );
+    ok(&d, &["commit", "-m", "plain", "p"]);
+    let recorded = d.rev("HEAD");
+    gcs.upload("tether-gcs-plain", "raw/a.txt", b"replaced");
+    ok(&d, &["commit", "-m", "plain again", "p"]);
+    let err = fails(&d, &["open", "p", "-r", &recorded]);
+    assert!(err.contains(plain) && err.contains("no version"), "{err}");
 }
 
 #[test]
