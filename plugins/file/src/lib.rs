@@ -300,8 +300,8 @@ fn local_path(raw: &str) -> Result<String> {
         let scheme = scheme.to_ascii_lowercase();
         if OBJECT_STORE_SCHEMES.contains(&scheme.as_str()) {
             return Err(Error::Capability(format!(
-                "{raw}: {scheme}:// object stores are not supported by this build of the \
-                 file backend yet; only local paths are"
+                "{raw}: {scheme}:// object stores are not supported by the file backend; it \
+                 reads local paths and s3://, gs://, az:// and abfs[s]:// stores"
             )));
         }
         return Err(Error::invalid(format!(
