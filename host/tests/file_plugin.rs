@@ -326,8 +326,9 @@ fn locators_that_are_not_absolute_local_paths_are_refused() {
         let p = plugin().await;
         for (uri, want) in [
             ("relative/dir", "invalid"),
-            // S3 objects and prefixes work (tests/file_s3.rs); other stores not yet.
-            ("gs://bucket/key", "capability"),
+            // s3://, gs://, az:// and abfs:// work (file_s3.rs, file_cloud.rs);
+            // other schemes of object stores are refused as unsupported.
+            ("gcs://bucket/key", "capability"),
             ("ftp://host/x", "invalid"),
         ] {
             let o = p.object(&json!({ "uri": uri }), &json!({}));

@@ -353,7 +353,8 @@ fn s3_bad_settings_are_clear_errors_without_secrets() {
         "{err}"
     );
 
-    // A profile is not something tether resolves: refused by name.
+    // A profile the shared config files do not have: the chain's failure
+    // names it and says what else to set.
     write_secrets(
         &d,
         &format!("[uris.\"s3://{}/\"]\nprofile = \"lab\"\n", server.bucket()),

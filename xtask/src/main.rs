@@ -23,6 +23,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod azurite;
 mod docs;
 mod jj;
 mod python;
@@ -89,11 +90,12 @@ fn describe(cmd: &Command) -> String {
 
 /// Install the wasm target (through rustup) if it is missing.
 /// Everything the tests need: the build's wasm target, git, the Python
-/// environment, jj and PostgreSQL.
+/// environment, jj, Azurite and PostgreSQL.
 fn setup() -> Result<()> {
     setup_build()?;
     python::setup(&root())?;
     jj::setup(&root())?;
+    azurite::setup(&root())?;
     postgres_setup()?;
     Ok(())
 }

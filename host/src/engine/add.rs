@@ -118,6 +118,9 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         file: req.file.unwrap_or(defaults.file),
         pin: req.pin.unwrap_or(defaults.pin),
     };
+    if req.file == Some(FileMode::Versioned) {
+        refuse_unaddressable_versioned(repo, &plugin, &locator_value, &key, policy).await?;
+    }
     let mut m = Manifest::new(&req.kind, locator, policy);
     // Journaled like every write tether can undo: no manifest before, this
     // one after (`undo add` removes it while it is still this one).
@@ -151,6 +154,34 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         created,
         working_ref,
     })
+}
+
+/// `add --file versioned` asks for an object Addressable through its store's
+/// version id (spec/11, `file`): the backend refuses a store that keeps no
+/// versions itself, and an object it leaves Observed (a local path, a prefix)
+/// is refused here rather than recorded as something it is not.
+async fn refuse_unaddressable_versioned(
+    repo: &Repo,
+    plugin: &std::sync::Arc<crate::plugin::Plugin>,
+    locator: &Value,
+    key: &str,
+    policy: Policy,
+) -> Result<()> {
+    let policy = json!({"file": policy.file.as_str(), "pin": policy.pin.as_str()});
+    let caps = repo
+        .client_for_key(plugin, locator, key)
+        .effective_capabilities(&policy)
+        .await
+        .map_err(|e| TetherError::backend(key, e))?;
+    if caps.iter().any(|c| c == "ADDRESSABLE" || c == "PIN") {
+        return Ok(());
+    }
+    Err(TetherError::refused(format!(
+        "{key}: `--file versioned` makes a single object in a versioned bucket Addressable, \
+         and this {} object is not one (local paths and prefixes are always Observed)",
+        plugin.kind()
+    ))
+    .hint("add it without --file versioned (immutable is the default)"))
 }
 
 /// `add --create`: make the store (refused where anything exists), record it

@@ -162,7 +162,10 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
     };
     let state = Value::Object(state.clone());
     let plugin = repo.plugin(&m.kind).await?;
-    let addressable = plugin.descriptor().has("ADDRESSABLE");
+    // A backend may make single objects Addressable under their policy (a
+    // `file = "versioned"` object): a state recorded recoverable without a
+    // pin was recorded as an address.
+    let addressable = plugin.descriptor().has("ADDRESSABLE") || (m.recoverable && m.pin.is_none());
     let client = repo.client_for(&plugin, &Value::Object(m.locator.clone()));
     let Some(pin) = PinRef::of(m) else {
         if m.recoverable && addressable {

@@ -514,6 +514,12 @@ impl Repo {
         if let Some(region) = locator_region.filter(|r| !r.is_empty()) {
             options.insert("region".into(), Value::String(region.to_string()));
         }
+        // gs:// and az:// stores take object_store's own keys from the entry.
+        if let Some((scheme, _)) = uri.split_once("://").filter(|(s, _)| *s != "s3") {
+            return Arc::new(crate::plugin::storage::S3Settings::resolve_cloud(
+                scheme, &options,
+            ));
+        }
         Arc::new(crate::plugin::storage::S3Settings::resolve(&options, |v| {
             std::env::var(v).ok()
         }))
@@ -535,7 +541,10 @@ impl Repo {
                     continue;
                 };
                 for v in m.locator.values().filter_map(Value::as_str) {
-                    if v.starts_with("s3://") {
+                    if ["s3://", "gs://", "az://", "abfs://", "abfss://"]
+                        .iter()
+                        .any(|s| v.starts_with(s))
+                    {
                         out.entry(v.to_string()).or_insert_with(|| key.clone());
                     }
                 }

@@ -502,12 +502,14 @@ impl ObjectClient {
         self
     }
 
-    /// The `s3://` URIs among this object's storage grants.
+    /// The cloud (`s3://`, `gs://`, `az://`, `abfs[s]://`) URIs among this
+    /// object's storage grants: the ones the host resolves settings for.
     pub fn s3_grants(&self) -> impl Iterator<Item = &str> {
-        self.grants
-            .iter()
-            .map(String::as_str)
-            .filter(|g| g.starts_with("s3://"))
+        self.grants.iter().map(String::as_str).filter(|g| {
+            ["s3://", "gs://", "az://", "abfs://", "abfss://"]
+                .iter()
+                .any(|s| g.starts_with(s))
+        })
     }
 
     /// This call's `tree` capability: the granted paths, and the dataset's

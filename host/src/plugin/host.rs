@@ -383,6 +383,25 @@ impl storage::HostBucket for CallState {
             .map_err(to_wit_error))
     }
 
+    async fn head_version(
+        &mut self,
+        handle: Resource<BucketHandle>,
+        key: String,
+        version: Option<String>,
+    ) -> StorageResult<Option<storage::VersionedMeta>> {
+        let bucket = self.bucket(&handle)?;
+        Ok(bucket
+            .head_version(&key, version.as_deref())
+            .await
+            .map(|m| {
+                m.map(|m| storage::VersionedMeta {
+                    meta: to_wit_meta(m.meta),
+                    version: m.version,
+                })
+            })
+            .map_err(to_wit_error))
+    }
+
     async fn put(
         &mut self,
         handle: Resource<BucketHandle>,

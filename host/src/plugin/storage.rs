@@ -20,7 +20,11 @@
 //!   credentials, region and endpoint are resolved by the host
 //!   ([`S3Settings`], carried by the [`Grants`]); the plugin only names the
 //!   URI. Conditional puts are S3's `If-None-Match: *` / `If-Match: <etag>`.
-//!   Other cloud schemes (`gs://`, `az://`, ...) are refused as `Invalid`.
+//! * `gs://bucket[/prefix]`, `az://container[/prefix]` and
+//!   `abfs[s]://container@account.dfs.core.windows.net[/prefix]`: Google Cloud
+//!   Storage and Azure Blob through object_store's own builders, configured
+//!   by the host the same way (`cloud.rs`). Other schemes (`s3a://`,
+//!   `http://`, ...) are refused as `Invalid`.
 //!
 //! # Local directories
 //!
@@ -67,6 +71,8 @@
 //! `PreconditionFailed`. One difference is inherent to directories: on a local
 //! bucket a key cannot be both an object and a "directory" (`a` and `a/b`).
 
+mod aws_chain;
+mod cloud;
 mod local;
 mod object;
 mod s3;
@@ -125,6 +131,16 @@ pub struct ObjectMeta {
     pub last_modified: Option<String>,
 }
 
+/// An object's metadata with the store's version id (S3 `VersionId`, GCS
+/// generation, Azure version id); `None` where the store keeps no versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedMeta {
+    /// The metadata of the object (or of the version asked for).
+    pub meta: ObjectMeta,
+    /// Its version id.
+    pub version: Option<String>,
+}
+
 /// A whole object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredObject {
@@ -163,6 +179,12 @@ enum ParsedUri {
     Memory { name: String, prefix: Vec<String> },
     /// `s3://bucket/seg/seg`.
     S3 { bucket: String, prefix: Vec<String> },
+    /// `gs://bucket/seg`, `az://container/seg`, `abfs[s]://container@host/seg`.
+    Cloud {
+        scheme: String,
+        bucket: String,
+        prefix: Vec<String>,
+    },
 }
 
 impl ParsedUri {
@@ -223,6 +245,41 @@ impl ParsedUri {
                 prefix,
             });
         }
+        for scheme in ["gs", "az", "abfs", "abfss"] {
+            let Some(rest) = uri.strip_prefix(scheme).and_then(|r| r.strip_prefix("://")) else {
+                continue;
+            };
+            let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+            // Bucket and container names: lowercase letters, digits, '-',
+            // '_' and '.'; abfs names `container@account.dfs.core.windows.net`.
+            let valid = bucket.len() >= 3
+                && bucket.len() <= 222
+                && bucket.chars().all(|c| {
+                    c.is_ascii_lowercase()
+                        || c.is_ascii_digit()
+                        || matches!(c, '.' | '-' | '_')
+                        || (c == '@' && scheme.starts_with("abfs"))
+                });
+            if !valid {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?} has no valid bucket or container name (expected \
+                     {scheme}://NAME[/prefix], NAME of lowercase letters, digits, '.', '-' or '_')"
+                )));
+            }
+            if path.contains('\\') || path.chars().any(|c| c.is_control()) {
+                return Err(StorageError::Invalid(format!(
+                    "storage URI {uri:?}: prefix may not contain '\\' or control characters"
+                )));
+            }
+            let prefix = normalise_segments(path).ok_or_else(|| {
+                StorageError::Invalid(format!("storage URI {uri:?}: '..' leads above the bucket"))
+            })?;
+            return Ok(Self::Cloud {
+                scheme: scheme.to_string(),
+                bucket: bucket.to_string(),
+                prefix,
+            });
+        }
         let path = if let Some(rest) = uri.strip_prefix("file://") {
             // `file:///p` and `file://localhost/p` name the local path `/p`.
             let rest = rest.strip_prefix("localhost").unwrap_or(rest);
@@ -236,9 +293,12 @@ impl ParsedUri {
             let scheme = scheme.to_ascii_lowercase();
             let msg = if matches!(
                 scheme.as_str(),
-                "s3a" | "gs" | "az" | "azure" | "abfs" | "abfss" | "adl" | "http" | "https"
+                "s3a" | "gcs" | "azure" | "adl" | "http" | "https"
             ) {
-                format!("storage URI {uri:?}: {scheme}:// object stores are not supported yet")
+                format!(
+                    "storage URI {uri:?}: {scheme}:// object stores are not supported (s3://, \
+                     gs://, az:// and abfs:// are)"
+                )
             } else {
                 format!("storage URI {uri:?}: unknown scheme {scheme}://")
             };
@@ -290,6 +350,18 @@ impl ParsedUri {
                     prefix: rp,
                 },
             ) => gb == rb && rp.starts_with(gp),
+            (
+                Self::Cloud {
+                    scheme: gs,
+                    bucket: gb,
+                    prefix: gp,
+                },
+                Self::Cloud {
+                    scheme: rs,
+                    bucket: rb,
+                    prefix: rp,
+                },
+            ) => gs == rs && gb == rb && rp.starts_with(gp),
             _ => false,
         }
     }
@@ -297,7 +369,9 @@ impl ParsedUri {
     fn depth(&self) -> usize {
         match self {
             Self::Local(s) => s.len(),
-            Self::Memory { prefix, .. } | Self::S3 { prefix, .. } => prefix.len(),
+            Self::Memory { prefix, .. } | Self::S3 { prefix, .. } | Self::Cloud { prefix, .. } => {
+                prefix.len()
+            }
         }
     }
 
@@ -308,6 +382,16 @@ impl ParsedUri {
             Self::Memory { name, prefix } => format!("memory://{name}/{}", prefix.join("/")),
             Self::S3 { bucket, prefix } if prefix.is_empty() => format!("s3://{bucket}"),
             Self::S3 { bucket, prefix } => format!("s3://{bucket}/{}", prefix.join("/")),
+            Self::Cloud {
+                scheme,
+                bucket,
+                prefix,
+            } if prefix.is_empty() => format!("{scheme}://{bucket}"),
+            Self::Cloud {
+                scheme,
+                bucket,
+                prefix,
+            } => format!("{scheme}://{bucket}/{}", prefix.join("/")),
         }
     }
 }
@@ -347,6 +431,14 @@ enum Target {
     /// S3 bucket `bucket`, objects under `prefix`, with the host's settings.
     S3 {
         bucket: String,
+        prefix: String,
+        settings: S3Resolution,
+    },
+    /// A GCS bucket or Azure container (`root`, e.g. `gs://bucket`), objects
+    /// under `prefix`, with the host's settings.
+    Cloud {
+        scheme: String,
+        root: String,
         prefix: String,
         settings: S3Resolution,
     },
@@ -393,8 +485,9 @@ impl Grants {
         self
     }
 
-    /// Open `s3://` grants with `settings` (resolved by the host from
-    /// secrets.toml and the environment) instead of the environment alone.
+    /// Open `s3://` grants (and `gs://` / `az://` ones, whose settings are
+    /// [`S3Settings::resolve_cloud`]'s) with `settings` (resolved by the host
+    /// from secrets.toml and the environment) instead of the environment alone.
     pub fn with_s3(mut self, settings: S3Resolution) -> Self {
         self.s3 = Some(settings);
         self
@@ -433,6 +526,21 @@ impl Grants {
                 bucket: bucket.clone(),
                 prefix: prefix.join("/"),
                 settings: self.s3.clone().unwrap_or_else(S3Settings::from_env),
+            },
+            (
+                ParsedUri::Cloud { .. },
+                ParsedUri::Cloud {
+                    scheme,
+                    bucket,
+                    prefix,
+                },
+            ) => Target::Cloud {
+                scheme: scheme.clone(),
+                root: format!("{scheme}://{bucket}"),
+                prefix: prefix.join("/"),
+                settings: self.s3.clone().unwrap_or_else(|| {
+                    Arc::new(S3Settings::resolve_cloud(scheme, &Default::default()))
+                }),
             },
             // `covers` only matches like with like.
             _ => {
@@ -495,6 +603,18 @@ impl Bucket {
                 &prefix,
                 &settings,
             )?)),
+            Target::Cloud {
+                scheme,
+                root,
+                prefix,
+                settings,
+            } => Backend::Object(Arc::new(object::ObjectBucket::cloud(
+                uri.clone(),
+                &scheme,
+                &root,
+                &prefix,
+                &settings,
+            )?)),
         };
         Ok(Self {
             uri,
@@ -540,6 +660,27 @@ impl Bucket {
         match &self.backend {
             Backend::Local(b) => b.head(key).await,
             Backend::Object(b) => b.head(key).await,
+        }
+    }
+
+    /// Metadata with the store's version id: of the current object when
+    /// `version` is `None`, else of that version (`None` when the store has
+    /// no such version of the key). Local buckets keep no versions.
+    pub async fn head_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<VersionedMeta>, StorageError> {
+        self.check_read_key(key)?;
+        match &self.backend {
+            Backend::Local(b) => match version {
+                Some(_) => Ok(None),
+                None => Ok(b.head(key).await?.map(|meta| VersionedMeta {
+                    meta,
+                    version: None,
+                })),
+            },
+            Backend::Object(b) => b.head_version(key, version).await,
         }
     }
 

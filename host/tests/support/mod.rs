@@ -179,6 +179,10 @@ impl Dataset {
             .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
             .env("JJ_CONFIG", self.jj_config())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            // No cloud credential chain may ask an instance-metadata server
+            // (169.254.169.254) from a test.
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("NO_GCE_CHECK", "true")
             .env_remove("TETHER_JJ")
             .env_remove("TETHER_REV")
             .env_remove("RUST_LOG")

@@ -16,14 +16,26 @@
 //! ```
 //!
 //! `uri` (positional; `path` is accepted as an alias) is an absolute local
-//! path, a `file://` URL, an S3 object `s3://bucket/key`, or an S3 prefix
-//! `s3://bucket/prefix/` (a trailing `/`, or no key at all, means a prefix). Relative paths are resolved by the
+//! path, a `file://` URL, or an object store object or prefix: S3
+//! `s3://bucket/key`, GCS `gs://bucket/key`, Azure Blob `az://container/key`
+//! or `abfs[s]://container@account.dfs.core.windows.net/key` (a trailing `/`,
+//! or no key at all, means a prefix). Relative paths are resolved by the
 //! engine at `add` before they reach a plugin, so one here is refused.
-//! `region` is ignored for local paths (the host resolves S3's region with
-//! its credentials; the plugin never sees either). Other object stores
-//! (`gs://`, `az://`, ...) and `--file versioned` are refused with a
-//! capability error: this build does not support them yet. A single object
-//! is read through a bucket opened at its own URI, with the empty key.
+//! `region` is ignored for local paths (the host resolves a store's region,
+//! endpoint and credentials; the plugin never sees them). Other schemes
+//! (`s3a://`, `http://`, ...) are refused with a capability error. A single
+//! object is read through a bucket opened at its own URI, with the empty key.
+//!
+//! ## `--file versioned`
+//!
+//! A single remote object whose policy is `file = "versioned"` is
+//! Addressable: its state carries the store's version id (S3 `VersionId`,
+//! GCS generation, Azure version id), `effective-capabilities` adds
+//! `ADDRESSABLE` (so `commit` records it as recoverable), and `open` at a
+//! recorded state hands out that version. An object the store reports no
+//! version id for (a bucket without versioning) is refused there, which is
+//! what `add --file versioned` and `commit` report. Local paths and prefixes
+//! stay Observed whatever the policy.
 //!
 //! Both keys are `tree-keys` (walk, stat, hash) and `storage-keys` (the owner
 //! marker `create` writes goes through `storage`), and `local-path-keys`.
@@ -39,9 +51,11 @@
 //!
 //! - a file: `{"type": "file", "size": N, "sha256": HEX}`;
 //! - a directory: `{"type": "dir", "count": N, "size": N, "digest": HEX}`;
-//! - an S3 object: `{"type": "object", "size": N, "etag": ETAG}` (the etag
-//!   without quotes);
-//! - an S3 prefix: `{"type": "prefix", "count": N, "size": N, "digest": HEX}`,
+//! - a remote object: `{"type": "object", "size": N, "etag": ETAG}` (the etag
+//!   without quotes), plus `"version_id": ID` where the store versions it.
+//!   `version_id` is a volatile key: it addresses the bytes, the etag
+//!   identifies them, so rewriting identical bytes is no change;
+//! - a remote prefix: `{"type": "prefix", "count": N, "size": N, "digest": HEX}`,
 //!   from one paged listing: every object under the prefix is an entry whose
 //!   token is its etag (quotes removed), and `count`, `size`, `digest` follow
 //!   the directory recipe below over those entries. The listing is the same
@@ -98,7 +112,8 @@ use tether_sdk::kit;
 use tether_sdk::storage::{Bucket, PutMode, StorageError};
 use tether_sdk::tree::{self, EntryKind};
 use tether_sdk::{
-    Backend, Capability, Descriptor, Error, Handle, ObjectDiff, Result, Target, cap, descriptor,
+    Backend, Capability, Descriptor, Error, Handle, ObjectDiff, Result, Target, VerifyReport,
+    VerifyStatus, cap, descriptor,
 };
 
 pub use harness::FileHarness;
@@ -116,11 +131,15 @@ pub const CAPABILITIES: &[Capability] = &[
 /// skips it).
 pub const OWNER_MARKER: &str = ".tether-owner";
 
-/// Schemes of object stores, refused as "not supported yet" rather than
+/// Schemes of object stores this build reads (through the host's storage).
+const SUPPORTED_SCHEMES: &[&str] = &["s3", "gs", "az", "abfs", "abfss"];
+
+/// Schemes of object stores, refused as "not supported" rather than
 /// "invalid": the locator is right, this build is not.
-const OBJECT_STORE_SCHEMES: &[&str] = &[
-    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https",
-];
+const OBJECT_STORE_SCHEMES: &[&str] = &["s3a", "gcs", "azure", "adl", "http", "https"];
+
+/// The state key that holds a remote object's version id.
+const VERSION_ID: &str = "version_id";
 
 /// A file object's locator: `uri`, or its alias `path` (see the crate docs).
 #[derive(Debug, Clone, Deserialize)]
@@ -138,22 +157,25 @@ struct Marker {
 enum Location {
     /// An absolute local path, not resolved (the host does that).
     Local(String),
-    /// An S3 prefix, as the storage URI to open (`s3://bucket[/prefix]`, no
+    /// A remote prefix, as the storage URI to open (`s3://bucket[/prefix]`, no
     /// trailing slash) and the identity (`s3://bucket/prefix/`).
     Prefix { storage: String, identity: String },
-    /// A single S3 object, `s3://bucket/key`.
+    /// A single remote object, `s3://bucket/key`.
     Object(String),
 }
 
 fn location(locator: &Locator) -> Result<Location> {
     let raw = locator.uri.as_str();
-    let Some(rest) = raw.strip_prefix("s3://") else {
+    let Some((scheme, rest)) = SUPPORTED_SCHEMES
+        .iter()
+        .find_map(|s| Some((*s, raw.strip_prefix(s)?.strip_prefix("://")?)))
+    else {
         return local_path(raw).map(Location::Local);
     };
     let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
         return Err(Error::invalid(format!(
-            "{raw}: an s3:// uri needs a bucket (s3://bucket/prefix/)"
+            "{raw}: a {scheme}:// uri needs a bucket or container ({scheme}://bucket/prefix/)"
         )));
     }
     let object = !key.is_empty() && !key.ends_with('/');
@@ -164,16 +186,16 @@ fn location(locator: &Locator) -> Result<Location> {
         )));
     }
     Ok(if object {
-        Location::Object(format!("s3://{bucket}/{key}"))
+        Location::Object(format!("{scheme}://{bucket}/{key}"))
     } else if key.is_empty() {
         Location::Prefix {
-            storage: format!("s3://{bucket}"),
-            identity: format!("s3://{bucket}/"),
+            storage: format!("{scheme}://{bucket}"),
+            identity: format!("{scheme}://{bucket}/"),
         }
     } else {
         Location::Prefix {
-            storage: format!("s3://{bucket}/{key}"),
-            identity: format!("s3://{bucket}/{key}/"),
+            storage: format!("{scheme}://{bucket}/{key}"),
+            identity: format!("{scheme}://{bucket}/{key}/"),
         }
     })
 }
@@ -194,17 +216,66 @@ fn prefix_listing(storage: &str) -> Result<DirListing> {
     Ok(DirListing { entries })
 }
 
-/// `{"type": "object", "size", "etag"}` of the object at `uri`.
-fn object_state(uri: &str) -> Result<Value> {
+/// `{"type": "object", "size", "etag"[, "version_id"]}` of the object at
+/// `uri`: the current one, or version `version` of it.
+fn object_state(uri: &str, version: Option<&str>) -> Result<Value> {
     // The bucket at the object's own URI reads it with the empty key.
-    match Bucket::open(uri)?.head("")? {
-        Some(m) => Ok(json!({
-            "type": "object",
-            "size": m.size,
-            "etag": m.etag.trim_matches('"'),
+    match Bucket::open(uri)?.head_version("", version)? {
+        Some(m) => {
+            let mut state = json!({
+                "type": "object",
+                "size": m.meta.size,
+                "etag": m.meta.etag.trim_matches('"'),
+            });
+            if let Some(v) = m.version.filter(|v| !v.is_empty()) {
+                state[VERSION_ID] = json!(v);
+            }
+            Ok(state)
+        }
+        None => Err(Error::not_found(match version {
+            Some(v) => format!("{uri} has no version {v} (any more)"),
+            None => format!("no object at {uri}"),
         })),
-        None => Err(Error::not_found(format!("no object at {uri}"))),
     }
+}
+
+/// The version id a recorded object state carries.
+fn recorded_version(state: &Value) -> Option<&str> {
+    state
+        .get(VERSION_ID)
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// How a version of a remote object is named where its tools name one:
+/// gsutil's `gs://b/k#GENERATION`, and the query S3 and Azure read it with.
+fn versioned_address(uri: &str, version: &str) -> String {
+    if uri.starts_with("gs://") {
+        format!("{uri}#{version}")
+    } else if uri.starts_with("s3://") {
+        format!("{uri}?versionId={version}")
+    } else {
+        format!("{uri}?versionid={version}")
+    }
+}
+
+/// The refusal of `--file versioned` for an object the store keeps no
+/// versions of.
+fn unversioned(uri: &str) -> Error {
+    let how = if uri.starts_with("s3://") {
+        "enable versioning on the bucket (`aws s3api put-bucket-versioning --bucket B \
+         --versioning-configuration Status=Enabled`)"
+    } else if uri.starts_with("gs://") {
+        "enable object versioning on the bucket (`gcloud storage buckets update gs://B \
+         --versioning`)"
+    } else {
+        "enable blob versioning on the storage account"
+    };
+    Error::Capability(format!(
+        "{uri}: `--file versioned` addresses the object by the store's version id, but the \
+         store reports none for it (its bucket or container keeps no versions): {how} and \
+         rewrite the object, or use `--file immutable`"
+    ))
 }
 
 fn prefix_state(listing: &DirListing) -> Value {
@@ -229,8 +300,8 @@ fn local_path(raw: &str) -> Result<String> {
         let scheme = scheme.to_ascii_lowercase();
         if OBJECT_STORE_SCHEMES.contains(&scheme.as_str()) {
             return Err(Error::Capability(format!(
-                "{raw}: {scheme}:// object stores are not supported by this build of the \
-                 file backend yet; only local paths are"
+                "{raw}: {scheme}:// object stores are not supported by the file backend; it \
+                 reads local paths and s3://, gs://, az:// and abfs[s]:// stores"
             )));
         }
         return Err(Error::invalid(format!(
@@ -305,6 +376,7 @@ impl Backend for FileBackend {
             local_path_keys: keys(),
             storage_keys: keys(),
             tree_keys: keys(),
+            volatile_keys: vec![VERSION_ID.to_owned()],
             ..descriptor("file", CAPABILITIES)
         }
     }
@@ -321,45 +393,119 @@ impl Backend for FileBackend {
         }
     }
 
-    fn effective_capabilities(&self, locator: &Locator, _policy: &Value) -> Result<Vec<String>> {
-        // Always Observed; only local directories can be created.
-        let mut caps = self.describe().capabilities;
-        if !matches!(location(locator)?, Location::Local(_)) {
+    fn effective_capabilities(&self, locator: &Locator, policy: &Value) -> Result<Vec<String>> {
+        // Observed, but a single remote object under `file = "versioned"` is
+        // Addressable by its version id; only local directories can be created.
+        let mut caps = kit::policy_capabilities(self.describe().capabilities, policy);
+        let place = location(locator)?;
+        if !matches!(place, Location::Local(_)) {
             caps.retain(|c| c != cap::CREATE.as_str());
+        }
+        let versioned = policy.get("file").and_then(Value::as_str) == Some("versioned");
+        if let (true, Location::Object(uri)) = (versioned, &place) {
+            let state = object_state(uri, None)?;
+            if recorded_version(&state).is_none() {
+                return Err(unversioned(uri));
+            }
+            caps.push(cap::ADDRESSABLE.as_str().to_owned());
         }
         Ok(caps)
     }
 
     /// A file object is read where it lies: its handle is its path or URI
-    /// (`FileHandle`, spec/09). Observed, so only what is there now can be
-    /// named; a pin or a recorded state has no address (the host says so
-    /// before it asks).
-    fn open(&self, locator: &Locator, target: &Target, read_only: bool) -> Result<Handle> {
-        let uri = match location(locator)? {
-            Location::Local(path) => path,
-            Location::Prefix { identity, .. } => identity,
-            Location::Object(uri) => uri,
+    /// (`FileHandle`, spec/09), always read-only. Observed, so only what is
+    /// there now can be named, except a remote object recorded with a version
+    /// id (`--file versioned`): that version opens, once the store confirms it
+    /// still has it with the recorded etag.
+    fn open(&self, locator: &Locator, target: &Target, _read_only: bool) -> Result<Handle> {
+        let place = location(locator)?;
+        let uri = match &place {
+            Location::Local(path) => path.clone(),
+            Location::Prefix { identity, .. } => identity.clone(),
+            Location::Object(uri) => uri.clone(),
         };
-        match target {
-            Target::Base => {}
-            Target::WorkingRef(name) => {
+        let version = match (target, &place) {
+            (Target::Base, _) => None,
+            (Target::WorkingRef(name), _) => {
                 return Err(Error::Capability(format!(
                     "the file backend has no working refs (asked for {name})"
                 )));
             }
-            Target::Pinned(_) | Target::Recorded(_) => {
+            (Target::Recorded(state), Location::Object(_)) => {
+                let Some(v) = recorded_version(state) else {
+                    return Err(Error::Capability(format!(
+                        "{uri}: the recorded state has no version id (it was recorded from a \
+                         store that kept no versions), so only the object's current content \
+                         opens"
+                    )));
+                };
+                let now = object_state(&uri, Some(v))?;
+                if now.get("etag") != state.get("etag") {
+                    return Err(Error::backend(format!(
+                        "{uri}: version {v} no longer has the recorded etag"
+                    )));
+                }
+                Some(v.to_owned())
+            }
+            (Target::Pinned(_) | Target::Recorded(_), _) => {
                 return Err(Error::Capability(format!(
                     "{uri} is Observed: its recorded state is a digest, not an address, so only \
                      its current content opens"
                 )));
             }
-        }
+        };
         Ok(Handle {
             type_name: "FileHandle".into(),
-            address: uri.clone(),
-            read_only,
-            fields: json!({ "uri": uri, "version_id": null }),
+            address: match &version {
+                Some(v) => versioned_address(&uri, v),
+                None => uri.clone(),
+            },
+            read_only: true,
+            fields: json!({ "uri": uri, "version_id": version }),
         })
+    }
+
+    /// A versioned remote object's recorded state is there while the store
+    /// still has its version with the recorded etag; nothing else has an
+    /// address to check.
+    fn verify(
+        &self,
+        locator: &Locator,
+        state: &Value,
+        _pin: Option<&tether_sdk::PinRef>,
+        _deep: bool,
+    ) -> Result<VerifyReport> {
+        let (Location::Object(uri), Some(v)) = (location(locator)?, recorded_version(state)) else {
+            return Err(self.unsupported("verify"));
+        };
+        let report = |status, message: String| Ok(VerifyReport { status, message });
+        match object_state(&uri, Some(v)) {
+            Ok(now) if now.get("etag") == state.get("etag") => {
+                report(VerifyStatus::Ok, format!("{uri} still has version {v}"))
+            }
+            Ok(_) => report(
+                VerifyStatus::Drifted,
+                format!("{uri}: version {v} no longer has the recorded etag"),
+            ),
+            Err(Error::NotFound(_)) => report(
+                VerifyStatus::Missing,
+                format!(
+                    "{uri} no longer has version {v} (deleted, or expired by a lifecycle rule)"
+                ),
+            ),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn state_addressable(&self, locator: &Locator, state: &Value) -> Result<bool> {
+        let (Location::Object(uri), Some(v)) = (location(locator)?, recorded_version(state)) else {
+            return Ok(false);
+        };
+        match object_state(&uri, Some(v)) {
+            Ok(now) => Ok(now.get("etag") == state.get("etag")),
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn fingerprint(&self, locator: &Locator, working_ref: Option<&str>) -> Result<Value> {
@@ -371,7 +517,7 @@ impl Backend for FileBackend {
         match location(locator)? {
             Location::Local(path) => Self::state_at(&path),
             Location::Prefix { storage, .. } => Ok(prefix_state(&prefix_listing(&storage)?)),
-            Location::Object(uri) => object_state(&uri),
+            Location::Object(uri) => object_state(&uri, None),
         }
     }
 

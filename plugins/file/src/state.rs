@@ -188,6 +188,18 @@ pub fn diff(a: &Value, b: &Value, la: Option<&str>, lb: Option<&str>) -> Result<
             if xa != xb {
                 parts.push(format!("{token} {} -> {}", short(xa), short(xb)));
             }
+            // spec/11: `etag a -> b, version v1 -> v2` for a versioned object.
+            let (va, vb) = (
+                field(a, "version_id").as_str(),
+                field(b, "version_id").as_str(),
+            );
+            if va != vb && !parts.is_empty() {
+                parts.push(format!(
+                    "version {} -> {}",
+                    va.unwrap_or("none"),
+                    vb.unwrap_or("none")
+                ));
+            }
             if !parts.is_empty() {
                 out.add(".", Change::Modified, parts.join(", "));
             }

@@ -18,7 +18,7 @@ use object_store::{
     UpdateVersion,
 };
 
-use super::{ListPage, ObjectMeta, PutMode, StorageError, StoredObject, too_large};
+use super::{ListPage, ObjectMeta, PutMode, StorageError, StoredObject, VersionedMeta, too_large};
 
 /// The process-wide memory buckets, by name. They live as long as the
 /// process, which is what the reference backend and the tests want.
@@ -36,6 +36,9 @@ pub(super) struct ObjectBucket {
     /// S3 lists in key order, so a page can stop early; and it has no
     /// copy-if-not-exists, so such a copy is a read and a create-only put.
     s3: bool,
+    /// Whether the store can keep versions of an object (not the memory
+    /// buckets, which would ignore a version asked for).
+    versions: bool,
 }
 
 impl ObjectBucket {
@@ -54,6 +57,7 @@ impl ObjectBucket {
             store,
             prefix: prefix.to_string(),
             s3: false,
+            versions: false,
         }
     }
 
@@ -69,6 +73,32 @@ impl ObjectBucket {
             store,
             prefix: prefix.to_string(),
             s3: true,
+            versions: true,
+        })
+    }
+
+    /// A `gs://` or `az://` bucket (`root` its bucket or container URI).
+    pub(super) fn cloud(
+        uri: Arc<str>,
+        scheme: &str,
+        root: &str,
+        prefix: &str,
+        settings: &super::S3Resolution,
+    ) -> Result<Self, StorageError> {
+        let settings = settings
+            .as_ref()
+            .as_ref()
+            .map_err(|why| StorageError::Denied(format!("{uri}: {why}")))?;
+        let family = super::cloud::Family::of_scheme(scheme).ok_or_else(|| {
+            StorageError::Invalid(format!("{uri}: {scheme}:// is not a GCS or Azure scheme"))
+        })?;
+        let store = super::cloud::client(&uri, family, root, &settings.cloud)?;
+        Ok(Self {
+            uri,
+            store,
+            prefix: prefix.to_string(),
+            s3: false,
+            versions: true,
         })
     }
 
@@ -127,6 +157,13 @@ impl ObjectBucket {
             }
             // The store's own text may quote the request; what the user
             // needs is where the credentials come from.
+            E::PermissionDenied { .. } | E::Unauthenticated { .. } if !uri.starts_with("s3://") => {
+                StorageError::Denied(format!(
+                    "{uri}: {op} {key:?}: the store refused the credentials (access denied): \
+                     check the credentials for this bucket or container in .tether/secrets.toml \
+                     ([uris.\"{uri}/\"] or [objects.\"KEY\"]) or the environment"
+                ))
+            }
             E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
                 StorageError::Denied(format!(
                     "{uri}: {op} {key:?}: the store refused the credentials (access denied): check \
@@ -202,6 +239,46 @@ impl ObjectBucket {
         match self.store.head(&path).await {
             Ok(m) => Ok(Some(self.meta(key, &m))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err("head", key, e)),
+        }
+    }
+
+    pub(super) async fn head_version(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<VersionedMeta>, StorageError> {
+        let path = self.path(key)?;
+        if version.is_some() && !self.versions {
+            return Ok(None);
+        }
+        let found = match version {
+            None => self.store.head(&path).await,
+            Some(v) => {
+                let options = GetOptions {
+                    version: Some(v.to_string()),
+                    head: true,
+                    ..Default::default()
+                };
+                match self.store.get_opts(&path, options).await {
+                    Ok(r) => Ok(r.meta),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match found {
+            Ok(m) => Ok(Some(VersionedMeta {
+                meta: self.meta(key, &m),
+                version: m.version.clone().or_else(|| version.map(str::to_string)),
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            // A version id the store cannot parse or does not know is a
+            // version it does not have (S3 answers 400 to a malformed one).
+            Err(object_store::Error::Generic { source, .. })
+                if version.is_some() && is_bad_version(&source.to_string()) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(self.err("head", key, e)),
         }
     }
@@ -385,6 +462,21 @@ impl ObjectBucket {
             ))
         })
     }
+}
+
+/// Whether a store's error about a versioned read says the version id is
+/// unknown or malformed (rather than the store failing). A HEAD answer has no
+/// body to say which, so a 400 to a request naming a version is that too.
+fn is_bad_version(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "invalid version",
+        "invalidargument",
+        "nosuchversion",
+        "400 bad request",
+    ]
+    .iter()
+    .any(|s| t.contains(s))
 }
 
 impl ObjectBucket {

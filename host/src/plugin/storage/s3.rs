@@ -10,13 +10,18 @@
 //! `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`), each field
 //! filled from the first source that sets it.
 //!
-//! `profile` and `role_arn` need boto3's credential resolution, which tether
-//! does not have yet: they are refused with a message saying what to set
-//! instead, as is a missing key pair (the instance-metadata chain is not
-//! consulted, so a misconfigured checkout fails at once instead of timing out
-//! against 169.254.169.254).
+//! Without literal keys the AWS SDK's own credential chain resolves them
+//! (`aws-config`, see `aws_chain.rs`): a `profile` of the shared config and
+//! credentials files (`AWS_CONFIG_FILE`, `AWS_SHARED_CREDENTIALS_FILE`; its
+//! `role_arn` / `source_profile` and SSO included, `credential_process` not),
+//! `AWS_PROFILE`, web identity
+//! (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, or `role_arn` +
+//! `web_identity_token_file` in the entry), a `role_arn` assumed from those,
+//! then ECS and instance metadata (`AWS_EC2_METADATA_DISABLED=true` skips
+//! the latter, as the tests do). STS is reached at `AWS_ENDPOINT_URL_STS`
+//! when set. The keys stay in the host.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -38,10 +43,11 @@ pub const FIELDS: &[&str] = &[
     "endpoint_url",
     "allow_http",
     "force_path_style",
+    "profile",
+    "role_arn",
+    "role_session_name",
+    "web_identity_token_file",
 ];
-
-/// Credential sources tether refuses for now (they need boto3).
-const UNSUPPORTED: &[&str] = &["profile", "role_arn"];
 
 /// Where an unset field is looked up in the environment, in order.
 const ENV: &[(&str, &[&str])] = &[
@@ -64,6 +70,17 @@ pub struct S3Settings {
     endpoint_url: Option<String>,
     allow_http: Option<bool>,
     force_path_style: Option<bool>,
+    /// Without literal keys: the shared-config profile the chain starts from.
+    profile: Option<String>,
+    /// A role the chain's keys assume (or, with `web_identity_token_file`,
+    /// the role of a web identity).
+    role_arn: Option<String>,
+    role_session_name: Option<String>,
+    web_identity_token_file: Option<String>,
+    /// For a `gs://` or `az://` location instead: object_store's own
+    /// configuration pairs ([`S3Settings::resolve_cloud`]); the S3 fields
+    /// are unset then.
+    pub(super) cloud: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for S3Settings {
@@ -77,6 +94,13 @@ impl fmt::Debug for S3Settings {
             .field("endpoint_url", &set(self.endpoint_url.is_some()))
             .field("allow_http", &self.allow_http)
             .field("force_path_style", &self.force_path_style)
+            .field("profile", &set(self.profile.is_some()))
+            .field("role_arn", &set(self.role_arn.is_some()))
+            .field(
+                "web_identity_token_file",
+                &set(self.web_identity_token_file.is_some()),
+            )
+            .field("cloud", &self.cloud.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -97,17 +121,6 @@ impl S3Settings {
     ) -> Result<Self, String> {
         let nested = options.get("storage_options").and_then(Value::as_object);
         let mut s = Self::default();
-        for name in UNSUPPORTED {
-            if options.contains_key(*name) || nested.is_some_and(|n| n.contains_key(*name)) {
-                return Err(format!(
-                    "`{name}` is set for this S3 location in .tether/secrets.toml, but tether \
-                     cannot resolve a `{name}` (that needs boto3): give literal keys instead, \
-                     `access_key_id` and `secret_access_key` (plus `session_token` for \
-                     temporary keys), in the same entry or as AWS_ACCESS_KEY_ID / \
-                     AWS_SECRET_ACCESS_KEY in the environment"
-                ));
-            }
-        }
         // tether moves refs with If-Match / If-None-Match (the ETag mode); it
         // has no other, so any other mode is refused rather than ignored.
         let conditional_put = options
@@ -166,6 +179,10 @@ impl S3Settings {
                         "secret_access_key" => &mut s.secret_access_key,
                         "session_token" => &mut s.session_token,
                         "region" => &mut s.region,
+                        "profile" => &mut s.profile,
+                        "role_arn" => &mut s.role_arn,
+                        "role_session_name" => &mut s.role_session_name,
+                        "web_identity_token_file" => &mut s.web_identity_token_file,
                         _ => &mut s.endpoint_url,
                     };
                     *slot = v;
@@ -186,15 +203,25 @@ impl S3Settings {
             }
         }
         match (&s.access_key_id, &s.secret_access_key) {
-            (Some(_), Some(_)) => {}
+            (Some(_), Some(_)) => {
+                if s.profile.is_some() || s.role_arn.is_some() {
+                    return Err(
+                        "this S3 location has literal keys (access_key_id / secret_access_key, \
+                         in .tether/secrets.toml or AWS_* in the environment) and a `profile` \
+                         or `role_arn`: give one source of credentials"
+                            .into(),
+                    );
+                }
+            }
+            // The SDK's chain finds them (profile, web identity, role, ...).
             (None, None) => {
-                return Err(
-                    "no S3 credentials: set `access_key_id` and `secret_access_key` for this \
-                     bucket in .tether/secrets.toml (under [uris.\"s3://BUCKET/\"], \
-                     [objects.\"KEY\"] or [backends.KIND]) or AWS_ACCESS_KEY_ID and \
-                     AWS_SECRET_ACCESS_KEY in the environment"
-                        .into(),
-                );
+                if s.web_identity_token_file.is_some() && s.role_arn.is_none() {
+                    return Err(
+                        "S3 setting `web_identity_token_file` needs `role_arn` (the role the \
+                         token is exchanged for) in the same entry"
+                            .into(),
+                    );
+                }
             }
             (Some(_), None) | (None, Some(_)) => {
                 let missing = if s.access_key_id.is_none() {
@@ -223,6 +250,18 @@ impl S3Settings {
         Ok(s)
     }
 
+    /// The settings of a `gs://` or `az://` / `abfs://` location (by the
+    /// URI's scheme) from a merged secrets entry: object_store's own keys
+    /// (see `cloud.rs`); the builders read the environment themselves.
+    pub fn resolve_cloud(scheme: &str, options: &Map<String, Value>) -> Result<Self, String> {
+        let family = super::cloud::Family::of_scheme(scheme)
+            .ok_or_else(|| format!("{scheme}:// is not a GCS or Azure scheme"))?;
+        Ok(Self {
+            cloud: super::cloud::resolve(family, options)?,
+            ..Self::default()
+        })
+    }
+
     /// The settings from the environment alone (the conformance runner's
     /// source, and the last level of the chain).
     pub fn from_env() -> S3Resolution {
@@ -242,21 +281,33 @@ fn parse_bool(v: &Value) -> Option<bool> {
     }
 }
 
-/// Remove the S3 settings (and the refused credential sources) from a
+/// Remove the S3 settings (credential sources included) from a
 /// configuration table handed to a plugin, at the top level and inside
 /// `storage_options`: credentials never enter the sandbox.
 pub fn strip_settings(config: &mut Map<String, Value>) {
-    for f in FIELDS.iter().chain(UNSUPPORTED) {
+    for f in FIELDS {
         if !matches!(*f, "region" | "allow_http") {
             config.remove(*f);
         }
     }
+    // GCS and Azure credentials and endpoints (object_store's spellings,
+    // with or without their `google_` / `azure_storage_` prefixes).
+    let cloud_secret = |k: &str| {
+        let bare = k
+            .strip_prefix("google_")
+            .or_else(|| k.strip_prefix("azure_storage_"))
+            .or_else(|| k.strip_prefix("azure_"))
+            .unwrap_or(k);
+        super::cloud::SECRET_KEYS.contains(&bare)
+    };
+    config.retain(|k, _| !cloud_secret(k));
     if let Some(Value::Object(nested)) = config.get_mut("storage_options") {
-        for f in FIELDS.iter().chain(UNSUPPORTED).chain(&["endpoint"]) {
+        for f in FIELDS.iter().chain(&["endpoint"]) {
             if !matches!(*f, "region" | "allow_http") {
                 nested.remove(*f);
             }
         }
+        nested.retain(|k, _| !cloud_secret(k));
     }
 }
 
@@ -307,9 +358,21 @@ pub(super) fn client(
         });
     if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
         b = b.with_access_key_id(id).with_secret_access_key(secret);
-    }
-    if let Some(t) = &settings.session_token {
-        b = b.with_token(t);
+        if let Some(t) = &settings.session_token {
+            b = b.with_token(t);
+        }
+    } else {
+        // Never object_store's own chain: it would go to instance metadata
+        // without the profile, SSO and role sources users have.
+        b = b.with_credentials(Arc::new(super::aws_chain::SdkChain::new(
+            super::aws_chain::Source {
+                region: settings.region.clone(),
+                profile: settings.profile.clone(),
+                role_arn: settings.role_arn.clone(),
+                role_session_name: settings.role_session_name.clone(),
+                web_identity_token_file: settings.web_identity_token_file.clone(),
+            },
+        )));
     }
     if let Some(e) = &settings.endpoint_url {
         b = b.with_endpoint(e);
@@ -385,9 +448,11 @@ mod tests {
     #[test]
     fn refusals_name_fields_never_values() {
         for (o, needle) in [
-            (json!({"profile": "lab"}), "`profile`"),
-            (json!({"role_arn": "arn:x"}), "`role_arn`"),
-            (json!({}), "no S3 credentials"),
+            (
+                json!({"access_key_id": "AK", "secret_access_key": "SSS", "profile": "lab"}),
+                "one source of credentials",
+            ),
+            (json!({"web_identity_token_file": "/t"}), "needs `role_arn`"),
             (json!({"access_key_id": "AK"}), "secret_access_key"),
             (
                 json!({"access_key_id": "AK", "secret_access_key": "SSS", "endpoint_url": "http://x"}),
@@ -411,6 +476,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.endpoint_url.as_deref(), Some("http://127.0.0.1:9"));
+        // No literal keys: the SDK chain, from a profile or role.
+        for o in [
+            json!({}),
+            json!({"profile": "lab"}),
+            json!({"role_arn": "arn:x"}),
+        ] {
+            let s = S3Settings::resolve(&opts(o.clone()), no_env).unwrap();
+            assert!(s.access_key_id.is_none(), "{o}");
+        }
         assert_eq!(s.allow_http, Some(true));
         assert_eq!(s.force_path_style, None);
         let s = S3Settings::resolve(
@@ -442,7 +516,9 @@ mod tests {
     fn stripped_from_plugin_config() {
         let mut c = opts(json!({
             "secret_access_key": "S", "endpoint_url": "E", "region": "r", "other": 1,
-            "storage_options": {"endpoint": "E", "region": "r", "session_token": "T"}
+            "profile": "p", "role_arn": "a", "google_service_account_key": "K",
+            "storage_options": {"endpoint": "E", "region": "r", "session_token": "T",
+                "access_key": "A", "sas_token": "S"}
         }));
         strip_settings(&mut c);
         assert_eq!(

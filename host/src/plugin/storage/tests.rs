@@ -110,6 +110,36 @@ fn keys(page: &ListPage) -> Vec<&str> {
     page.objects.iter().map(|m| m.key.as_str()).collect()
 }
 
+/// `head-version`: the current object's metadata (no version id on these
+/// unversioned stores), and nothing for a version the store does not have.
+#[tokio::test]
+async fn head_version_of_current_and_unknown_versions() {
+    for h in harnesses().await {
+        let b = &h.bucket;
+        let uri = b.uri().to_string();
+        assert_eq!(b.head_version("k", None).await.unwrap(), None, "{uri}");
+        let put = b
+            .put("k", b"one".to_vec(), PutMode::Overwrite)
+            .await
+            .unwrap();
+        let now = b
+            .head_version("k", None)
+            .await
+            .unwrap()
+            .expect("the object");
+        assert_eq!(now.meta.etag, put.etag, "{uri}");
+        assert_eq!(now.meta.size, 3, "{uri}");
+        assert_eq!(now.version, None, "{uri}: no versioning here");
+        assert_eq!(
+            b.head_version("k", Some("3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY"))
+                .await
+                .unwrap(),
+            None,
+            "{uri}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn round_trip() {
     for h in harnesses().await {
@@ -622,10 +652,45 @@ fn grants() {
     assert!(invalid("s3://Bucket/k"));
     assert!(invalid("s3://"));
     assert!(invalid("s3:///k"));
-    for cloud in ["gs://b/k", "az://c/k"] {
-        match g.check(cloud) {
-            Err(StorageError::Invalid(m)) => assert!(m.contains("not supported yet"), "{m}"),
-            other => panic!("{cloud}: {other:?}"),
+    // GCS and Azure: granted by name like S3, never across schemes.
+    let clouds = Grants::new(
+        [
+            "gs://bucket/k",
+            "az://container/k",
+            "abfss://container@acct.dfs.core.windows.net/k",
+        ]
+        .map(String::from),
+    );
+    let cloud_ok = |uri: &str| clouds.check(uri).map(|l| l.uri().to_string());
+    assert_eq!(cloud_ok("gs://bucket/k/x/../y").unwrap(), "gs://bucket/k/y");
+    assert_eq!(cloud_ok("az://container/k").unwrap(), "az://container/k");
+    assert_eq!(
+        cloud_ok("abfss://container@acct.dfs.core.windows.net/k/z").unwrap(),
+        "abfss://container@acct.dfs.core.windows.net/k/z"
+    );
+    for refused in [
+        "gs://bucket/kk",
+        "az://bucket/k",
+        "gs://container/k",
+        "s3://bucket/k",
+    ] {
+        assert!(
+            matches!(clouds.check(refused), Err(StorageError::Denied(_))),
+            "{refused}"
+        );
+    }
+    assert!(matches!(
+        clouds.check("gs://B/k"),
+        Err(StorageError::Invalid(_))
+    ));
+    assert!(matches!(
+        clouds.check("gs://bucket/.."),
+        Err(StorageError::Invalid(_))
+    ));
+    for other in ["gcs://b/k", "azure://c/k", "https://h/k"] {
+        match g.check(other) {
+            Err(StorageError::Invalid(m)) => assert!(m.contains("not supported"), "{m}"),
+            other_result => panic!("{other}: {other_result:?}"),
         }
     }
     assert!(invalid("ftp://x/y"));
