@@ -351,11 +351,17 @@ fn add_pick_without_a_terminal_is_a_usage_error() {
     let system = format!("system={}", labels.root.display());
     let written = d.written();
     let out = d.fails(
-        &["add", "labels", "--kind", "memory", "--set", &system, "--pick"],
+        &[
+            "add", "labels", "--kind", "memory", "--set", &system, "--pick",
+        ],
         2,
     );
     let err = stderr(&out);
-    assert!(err.contains("stdin is not a terminal"), "{}", describe(&out));
+    assert!(
+        err.contains("stdin is not a terminal"),
+        "{}",
+        describe(&out)
+    );
     assert!(err.contains("--at"), "{err}");
     assert_eq!(d.written(), written, "a refused pick writes nothing");
     // --pick and --at are one choice.

@@ -80,7 +80,11 @@ fn setup() -> (Dataset, Server, PathBuf, PathBuf) {
     std::fs::create_dir_all(&srv).unwrap();
     git_ok(&d, &srv, &["init", "-q", "--bare", "code.git"]);
     let server = start_server(&srv, "tether", "s3cret");
-    git_ok(&d, d.tmp(), &["config", "--global", "credential.helper", "store"]);
+    git_ok(
+        &d,
+        d.tmp(),
+        &["config", "--global", "credential.helper", "store"],
+    );
     store_credentials(&d, &server, "s3cret");
     let code = d.tmp().join("code");
     git_ok(&d, d.tmp(), &["init", "-q", "-b", "main", "code"]);
@@ -107,7 +111,9 @@ fn pinned_tag(out: &str, key: &str) -> String {
 #[test]
 fn pins_are_pushed_over_https_with_the_users_credentials_and_released_there() {
     let (d, _server, code, remote) = setup();
-    d.ok(&["add", "code", "--kind", "git", "../code", "--remote", "origin"]);
+    d.ok(&[
+        "add", "code", "--kind", "git", "../code", "--remote", "origin",
+    ]);
     let first = pinned_tag(&d.ok(&["commit", "-m", "with code"]), "code");
     assert_eq!(pin_tags(&d, &remote), [first.as_str()]);
     assert_eq!(
@@ -115,10 +121,7 @@ fn pins_are_pushed_over_https_with_the_users_credentials_and_released_there() {
         git_ok(&d, &code, &["rev-parse", "HEAD"])
     );
     assert_eq!(git_ok(&d, &remote, &["fsck", "--strict"]), "");
-    assert!(
-        d.ok(&["verify"]).contains("ok"),
-        "the pushed pin verifies"
-    );
+    assert!(d.ok(&["verify"]).contains("ok"), "the pushed pin verifies");
 
     std::fs::write(code.join("main.py"), "x = 2\n").unwrap();
     git_ok(&d, &code, &["commit", "-q", "-am", "x = 2"]);
@@ -144,7 +147,9 @@ fn pins_are_pushed_over_https_with_the_users_credentials_and_released_there() {
 #[test]
 fn a_failed_push_fails_the_pin_and_leaves_nothing_behind() {
     let (d, server, code, remote) = setup();
-    d.ok(&["add", "code", "--kind", "git", "../code", "--remote", "origin"]);
+    d.ok(&[
+        "add", "code", "--kind", "git", "../code", "--remote", "origin",
+    ]);
     let first = pinned_tag(&d.ok(&["commit", "-m", "with code"]), "code");
 
     std::fs::write(code.join("main.py"), "x = 2\n").unwrap();
@@ -153,7 +158,11 @@ fn a_failed_push_fails_the_pin_and_leaves_nothing_behind() {
     let (manifest, history, uncommitted) = (d.manifest("code"), d.history(), d.uncommitted());
     let out = d.fails(&["commit", "-m", "x = 2"], 1);
     let err = stderr(&out);
-    assert!(err.contains("was not pushed to remote origin"), "{}", describe(&out));
+    assert!(
+        err.contains("was not pushed to remote origin"),
+        "{}",
+        describe(&out)
+    );
     assert!(err.contains("the local tag was removed"), "{err}");
     assert!(err.contains("credential helper"), "{err}");
     assert!(!err.contains("wrong-password"), "{err}");
@@ -173,7 +182,8 @@ fn a_failed_push_fails_the_pin_and_leaves_nothing_behind() {
     let out = d.tether(&["gc", "--no-dry-run"]);
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(
-        stderr(&out).contains("the local tag is kept") || crate::support::stdout(&out).contains("the local tag is kept"),
+        stderr(&out).contains("the local tag is kept")
+            || crate::support::stdout(&out).contains("the local tag is kept"),
         "{}",
         describe(&out)
     );

@@ -109,7 +109,9 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         return Err(UsageError::new(
             "--pick asks which state to start at, and stdin is not a terminal",
         )
-        .hint("`tether log LOCATOR --kind KIND` lists the states; pass the one you want as `--at ID`")
+        .hint(
+            "`tether log LOCATOR --kind KIND` lists the states; pass the one you want as `--at ID`",
+        )
         .into());
     }
     let mut req = AddRequest {
@@ -167,7 +169,12 @@ fn pick(key: &str, entries: &[HistoryEntry]) -> Result<String> {
         bail!("{key}: the system has no history to pick from; add it without --pick");
     }
     let mut err = std::io::stderr().lock();
-    writeln!(err, "{} states of {}, newest first:", entries.len(), escape(key))?;
+    writeln!(
+        err,
+        "{} states of {}, newest first:",
+        entries.len(),
+        escape(key)
+    )?;
     for (i, e) in entries.iter().enumerate() {
         let mut line = format!(
             "{:>3}  {}  {}  {}",
@@ -183,7 +190,12 @@ fn pick(key: &str, entries: &[HistoryEntry]) -> Result<String> {
     }
     let stdin = std::io::stdin();
     loop {
-        write!(err, "start {} at which state? [1-{}]: ", escape(key), entries.len())?;
+        write!(
+            err,
+            "start {} at which state? [1-{}]: ",
+            escape(key),
+            entries.len()
+        )?;
         err.flush()?;
         let mut answer = String::new();
         if stdin.read_line(&mut answer)? == 0 {

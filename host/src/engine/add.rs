@@ -49,7 +49,10 @@ pub struct AddReport {
 
 /// The key and locator `req` names, as `add` writes them (before any check
 /// against the dataset).
-fn key_and_locator(req: &AddRequest, descriptor: &Descriptor) -> Result<(String, Map<String, Value>)> {
+fn key_and_locator(
+    req: &AddRequest,
+    descriptor: &Descriptor,
+) -> Result<(String, Map<String, Value>)> {
     let path_kind = key::derives_key(&req.kind);
     let mut locator = Map::new();
     for (k, v) in &req.fields {

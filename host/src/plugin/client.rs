@@ -763,8 +763,14 @@ impl ObjectClient {
         if let Some(remote) = &self.pin_remote
             && new.ref_name != old.ref_name
         {
-            remote.push_tag(&new.ref_name).await.map_err(BackendError::Backend)?;
-            remote.delete_tag(&old.ref_name).await.map_err(BackendError::Backend)?;
+            remote
+                .push_tag(&new.ref_name)
+                .await
+                .map_err(BackendError::Backend)?;
+            remote
+                .delete_tag(&old.ref_name)
+                .await
+                .map_err(BackendError::Backend)?;
         }
         Ok(new)
     }
