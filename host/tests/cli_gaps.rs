@@ -1,5 +1,6 @@
 //! Flags and handles the spec documents that were missing or inert (issue 26):
 //! `restore -f`, `add --port` validated as a port, `open` on a `file` object,
+//! `status` `behind`, `add --pick`,
 //! and no message sending the user to a command this build does not have.
 
 use serde_json::{Value, json};
@@ -246,4 +247,128 @@ fn verify_on_status_marks_each_committed_object() {
     let out = d.ok(&["status"]);
     let line = out.lines().find(|l| l.contains(" db")).unwrap_or_default();
     assert!(line.contains("verify=missing"), "{out}");
+}
+
+/// spec/09: on the trunk, an object added `--at` a state shows `behind` once
+/// its system moved past the pin, from a fresh snapshot and from the cached
+/// one; `commit` leaves it at its pin (the spec: `behind` until `pull`), and
+/// a trunk `pull` moves it on.
+#[test]
+fn an_at_object_on_the_trunk_is_behind_once_its_system_moves() {
+    let d = Dataset::init_in(Vcs::Git);
+    let labels = d.memory_store("labels");
+    let v1 = labels.write(json!({"n": 1}), "v1");
+    let system = format!("system={}", labels.root.display());
+    d.ok(&[
+        "add", "labels", "--kind", "memory", "--set", &system, "--at", &v1,
+    ]);
+    let other = d.memory_store("other");
+    d.add_memory("other", &other);
+    d.ok(&["commit", "-m", "first"]);
+    let state = |report: &Value, key: &str| {
+        report["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["key"] == key)
+            .unwrap_or_else(|| panic!("{key} in {report}"))["state"]
+            .clone()
+    };
+    let report = d.json(&["status", "--snapshot"], 0);
+    assert_eq!(state(&report, "labels"), json!("clean"), "{report}");
+
+    let v2 = labels.write(json!({"n": 2}), "v2");
+    other.write(json!({"n": 2}), "v2");
+    let out = d.ok(&["status", "--snapshot"]);
+    assert!(out.contains("behind labels"), "{out}");
+    // A moved branch of an object without `at` is `modified`, as before.
+    assert!(out.contains("modified other"), "{out}");
+    let report = d.json(&["status", "--no-snapshot"], 0);
+    assert_eq!(state(&report, "labels"), json!("behind"), "{report}");
+
+    // commit pins what moved on its branch and leaves the `--at` object.
+    let pinned = labels.tags();
+    let manifest = d.manifest("labels");
+    d.ok(&["commit", "-m", "second"]);
+    assert_eq!(d.manifest("labels"), manifest);
+    assert_eq!(labels.tags(), pinned);
+    let report = d.json(&["status", "--snapshot"], 0);
+    assert_eq!(state(&report, "labels"), json!("behind"), "{report}");
+    assert_eq!(state(&report, "other"), json!("clean"), "{report}");
+
+    // pull takes it: `at` goes, the head is pinned, and it is clean.
+    d.ok(&["pull"]);
+    let m = d.manifest("labels");
+    assert!(m["locator"].get("at").is_none(), "{m}");
+    assert_eq!(m["state"]["snapshot_id"].as_str(), Some(v2.as_str()), "{m}");
+    let report = d.json(&["status", "--snapshot"], 0);
+    assert_eq!(state(&report, "labels"), json!("clean"), "{report}");
+}
+
+/// `add --pick` on a terminal: the store's history, numbered newest first;
+/// the number typed (after one that is not on the list) becomes `--at`.
+#[test]
+fn add_pick_chooses_the_base_state_on_a_terminal() {
+    use std::io::Write as _;
+    let d = Dataset::init_in(Vcs::Git);
+    let labels = d.memory_store("labels");
+    let v1 = labels.write(json!({"n": 1}), "first labels");
+    let v2 = labels.write(json!({"n": 2}), "second labels");
+    let line = format!(
+        "{} add labels --kind memory --set system={} --pick",
+        env!("CARGO_BIN_EXE_tether"),
+        labels.root.display()
+    );
+    // `script` runs it on a pseudo-terminal fed from this pipe.
+    let mut child = d
+        .command("script", &d.root())
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run script");
+    child.stdin.as_mut().unwrap().write_all(b"9\n2\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let first = text.find(&v2).unwrap_or_else(|| panic!("{text}"));
+    let second = text.find(&v1).unwrap_or_else(|| panic!("{text}"));
+    assert!(first < second, "newest first:\n{text}");
+    assert!(text.contains("  1  "), "numbered:\n{text}");
+    assert!(text.contains("\"9\" is not one of them"), "{text}");
+    assert!(text.contains("added labels [memory]"), "{text}");
+    let m = d.manifest("labels");
+    assert_eq!(m["locator"]["at"].as_str(), Some(v1.as_str()), "{m}");
+}
+
+/// `add --pick` with no terminal to ask on: a usage error (exit 2) that says
+/// what to do instead, and nothing written.
+#[test]
+fn add_pick_without_a_terminal_is_a_usage_error() {
+    let d = Dataset::init_in(Vcs::Git);
+    let labels = d.memory_store("labels");
+    let system = format!("system={}", labels.root.display());
+    let written = d.written();
+    let out = d.fails(
+        &[
+            "add", "labels", "--kind", "memory", "--set", &system, "--pick",
+        ],
+        2,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("stdin is not a terminal"),
+        "{}",
+        describe(&out)
+    );
+    assert!(err.contains("--at"), "{err}");
+    assert_eq!(d.written(), written, "a refused pick writes nothing");
+    // --pick and --at are one choice.
+    d.fails(
+        &[
+            "add", "labels", "--kind", "memory", "--set", &system, "--pick", "--at", "x",
+        ],
+        2,
+    );
 }

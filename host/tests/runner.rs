@@ -19,6 +19,7 @@ mod file_cloud;
 mod file_plugin;
 mod file_s3;
 mod git_plugin;
+mod git_remote;
 mod history_memo;
 mod hostile_clone;
 mod hostile_plugin;

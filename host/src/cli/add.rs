@@ -1,11 +1,15 @@
 //! `tether add [KEY] [LOCATOR] --kind KIND [locator options] [--set k=v]...`.
 
+use std::io::{IsTerminal as _, Write as _};
+
 use anyhow::{Result, bail};
 
 use super::frame::Ctx;
 use super::output::{Exit, UsageError, print_json};
 use crate::engine::add::{self, AddRequest};
+use crate::model::display::escape_inline as escape;
 use crate::model::{FileMode, PinMode};
+use crate::plugin::HistoryEntry;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -59,6 +63,10 @@ pub struct Args {
     /// (refused if anything exists there).
     #[arg(long, conflicts_with = "at")]
     create: bool,
+    /// List the system's history and choose the base state interactively
+    /// (needs a terminal; the choice becomes `--at`).
+    #[arg(long, conflicts_with_all = ["at", "create"])]
+    pick: bool,
     /// Machine-readable output: the add report.
     #[arg(long)]
     pub(super) json: bool,
@@ -97,7 +105,16 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         .hint("`tether add KEY LOCATOR --kind KIND`")
         .into());
     }
-    let req = AddRequest {
+    if args.pick && !std::io::stdin().is_terminal() {
+        return Err(UsageError::new(
+            "--pick asks which state to start at, and stdin is not a terminal",
+        )
+        .hint(
+            "`tether log LOCATOR --kind KIND` lists the states; pass the one you want as `--at ID`",
+        )
+        .into());
+    }
+    let mut req = AddRequest {
         positionals: args.positionals,
         kind: args.kind,
         fields,
@@ -117,6 +134,10 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         cwd,
         create: args.create,
     };
+    if args.pick {
+        let (key, entries) = add::history(&repo, &req, PICK_LIMIT).await?;
+        req.at = Some(pick(&key, &entries)?);
+    }
     let report = add::add(&repo, req).await?;
     if args.json {
         print_json(&report)?;
@@ -135,6 +156,64 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         outln!("note: {note}");
     }
     Ok(Exit::Ok)
+}
+
+/// How many of the newest states `--pick` offers.
+const PICK_LIMIT: u32 = 20;
+
+/// `--pick`: show `entries` numbered on the terminal (stderr) and read the
+/// number of one from stdin; asks again on anything else, and gives up at
+/// the end of input.
+fn pick(key: &str, entries: &[HistoryEntry]) -> Result<String> {
+    if entries.is_empty() {
+        bail!("{key}: the system has no history to pick from; add it without --pick");
+    }
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "{} states of {}, newest first:",
+        entries.len(),
+        escape(key)
+    )?;
+    for (i, e) in entries.iter().enumerate() {
+        let mut line = format!(
+            "{:>3}  {}  {}  {}",
+            i + 1,
+            e.id,
+            e.when.as_deref().unwrap_or("-"),
+            e.message.lines().next().unwrap_or("")
+        );
+        if !e.refs.is_empty() {
+            line.push_str(&format!("  ({})", e.refs.join(", ")));
+        }
+        writeln!(err, "{}", escape(&line))?;
+    }
+    let stdin = std::io::stdin();
+    loop {
+        write!(
+            err,
+            "start {} at which state? [1-{}]: ",
+            escape(key),
+            entries.len()
+        )?;
+        err.flush()?;
+        let mut answer = String::new();
+        if stdin.read_line(&mut answer)? == 0 {
+            writeln!(err)?;
+            return Err(UsageError::new("--pick: no state chosen (end of input)")
+                .hint("pass the state as `--at ID` instead")
+                .into());
+        }
+        match answer.trim().parse::<usize>() {
+            Ok(n) if (1..=entries.len()).contains(&n) => return Ok(entries[n - 1].id.clone()),
+            _ => writeln!(
+                err,
+                "{:?} is not one of them: type a number from 1 to {}",
+                answer.trim(),
+                entries.len()
+            )?,
+        }
+    }
 }
 
 /// `--port`: a TCP port, 1 to 65535, kept as the locator's text.

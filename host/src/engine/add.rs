@@ -47,9 +47,12 @@ pub struct AddReport {
     pub working_ref: Option<String>,
 }
 
-pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
-    let plugin = repo.plugin(&req.kind).await?;
-    let descriptor = plugin.descriptor().clone();
+/// The key and locator `req` names, as `add` writes them (before any check
+/// against the dataset).
+fn key_and_locator(
+    req: &AddRequest,
+    descriptor: &Descriptor,
+) -> Result<(String, Map<String, Value>)> {
     let path_kind = key::derives_key(&req.kind);
     let mut locator = Map::new();
     for (k, v) in &req.fields {
@@ -78,7 +81,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         }
         locator.insert("at".into(), Value::String(at.clone()));
     }
-    resolve_local_paths(&mut locator, &descriptor, &req.cwd);
+    resolve_local_paths(&mut locator, descriptor, &req.cwd);
     let key = match explicit_key {
         Some(k) => k,
         None if path_kind => {
@@ -100,6 +103,39 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
             )));
         }
     };
+    Ok((key, locator))
+}
+
+/// `add --pick`: the newest `limit` entries of the history of the object
+/// `req` names (its upstream branch; `at` is what is being chosen), the
+/// locator validated first, as `log` reads an unregistered object.
+pub async fn history(
+    repo: &Repo,
+    req: &AddRequest,
+    limit: u32,
+) -> Result<(String, Vec<crate::plugin::HistoryEntry>)> {
+    let plugin = repo.plugin(&req.kind).await?;
+    let req = AddRequest {
+        at: None,
+        ..req.clone()
+    };
+    let (key, locator) = key_and_locator(&req, plugin.descriptor())?;
+    let client = repo.client_for_key(&plugin, &Value::Object(locator), &key);
+    client
+        .validate_locator()
+        .await
+        .map_err(|e| TetherError::backend(&key, e))?;
+    let entries = client
+        .history(None, limit)
+        .await
+        .map_err(|e| TetherError::backend(&key, e))?;
+    Ok((key, entries))
+}
+
+pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
+    let plugin = repo.plugin(&req.kind).await?;
+    let descriptor = plugin.descriptor().clone();
+    let (key, locator) = key_and_locator(&req, &descriptor)?;
     key::validate_key(&key)?;
     refuse_checkout_overlap(repo, &plugin, &locator, &key)?;
     let locks = repo.lock()?;

@@ -828,6 +828,7 @@ pub async fn apply_as(repo: &Repo, plan: &Plan, parent: Option<&str>) -> Result<
     ws.base_states.clear();
     ws.last_snapshot.clear();
     ws.last_snapshot_errors.clear();
+    ws.last_upstream.clear();
     ws.last_snapshot_at = None;
 
     // Forks that write now, concurrently.

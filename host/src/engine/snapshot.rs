@@ -102,8 +102,81 @@ pub async fn snapshot(
     keys: &[String],
 ) -> Result<Fingerprints> {
     let states = fingerprint(repo, ws, manifests, keys).await?;
+    let upstream = upstream_heads(repo, ws, manifests, keys).await?;
+    record_upstream(ws, keys, &upstream);
+    let read_at = position(ws);
+    repo.update_workspace(|now| {
+        if position(now) == read_at {
+            record_upstream(now, keys, &upstream);
+        }
+    })?;
     cache(repo, ws, &states)?;
     Ok(states)
+}
+
+/// On the trunk, the upstream heads of the committed `--at` objects among
+/// `keys`: each read without `at`, as a trunk `pull` reads it, so `status`
+/// can say `behind` when the system moved past the pin (spec/09). A head
+/// that cannot be read is left out: the object itself, at its pin, was read.
+async fn upstream_heads(
+    repo: &Repo,
+    ws: &WorkspaceState,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+) -> Result<BTreeMap<String, Map<String, Value>>> {
+    if ws.bookmark.as_deref() != Some(repo.config.trunk.as_str()) {
+        return Ok(BTreeMap::new());
+    }
+    let heads: BTreeMap<String, Manifest> = keys
+        .iter()
+        .map(|k| (k, &manifests[k]))
+        .filter(|(_, m)| m.is_committed() && m.locator.contains_key("at"))
+        .map(|(k, m)| {
+            let mut head = m.clone();
+            head.locator.remove("at");
+            (k.clone(), head)
+        })
+        .collect();
+    if heads.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let head_keys: Vec<String> = heads.keys().cloned().collect();
+    let mut reading = ws.clone();
+    reading.working_refs.clear();
+    Ok(fingerprint(repo, &reading, &heads, &head_keys)
+        .await?
+        .into_iter()
+        .filter_map(|(k, r)| Some((k, r.ok()?)))
+        .collect())
+}
+
+/// Put the upstream heads read for `keys` into the cache; a key with none
+/// (not an `--at` object, off the trunk, unreadable) loses its old one.
+fn record_upstream(
+    ws: &mut WorkspaceState,
+    keys: &[String],
+    heads: &BTreeMap<String, Map<String, Value>>,
+) {
+    for k in keys {
+        match heads.get(k) {
+            Some(head) => ws.last_upstream.insert(k.clone(), head.clone()),
+            None => ws.last_upstream.remove(k),
+        };
+    }
+}
+
+/// The upstream head the last snapshot on the trunk read for `key`, an
+/// `--at` object: what `status` compares with its pin for `behind`.
+pub fn upstream<'a>(
+    repo: &Repo,
+    ws: &'a WorkspaceState,
+    key: &str,
+    m: &Manifest,
+) -> Option<&'a Map<String, Value>> {
+    let trunk = ws.bookmark.as_deref() == Some(repo.config.trunk.as_str());
+    (trunk && m.locator.contains_key("at"))
+        .then(|| ws.last_upstream.get(key))
+        .flatten()
 }
 
 /// Store fingerprints taken at `ws`'s position in the snapshot cache, as

@@ -186,6 +186,7 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
             m,
             descriptor,
             snapshot::cached(&ws, key),
+            snapshot::upstream(repo, &ws, key, m),
         ));
     }
     if repo.config.verify_on_status {
@@ -264,6 +265,7 @@ fn object_status(
     m: &Manifest,
     descriptor: Option<&Descriptor>,
     snap: Option<std::result::Result<Map<String, Value>, String>>,
+    upstream: Option<&Map<String, Value>>,
 ) -> ObjectStatus {
     let mut s = ObjectStatus {
         key: key.to_string(),
@@ -290,7 +292,14 @@ fn object_status(
         (None, Some(_)) => ObjectState::Clean,
         (Some(Ok(now)), Some(recorded)) => {
             if content(&now, descriptor) == content(recorded, descriptor) {
-                ObjectState::Clean
+                // An `--at` object at its pin, on the trunk, whose system
+                // moved on: `pull` takes it, `commit` leaves it (spec/09).
+                match upstream {
+                    Some(head) if content(head, descriptor) != content(recorded, descriptor) => {
+                        ObjectState::Behind
+                    }
+                    _ => ObjectState::Clean,
+                }
             } else if m.kind == "file" && m.policy.file == FileMode::Immutable {
                 s.error = Some(
                     TetherError::ImmutableModified {

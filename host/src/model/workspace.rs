@@ -27,6 +27,9 @@
 //! [last_snapshot_errors."db/metrics"]  # objects the last snapshot could not read
 //! ref = ""                             # the branch it tried ("" = upstream)
 //! error = "connection refused"
+//!
+//! [last_upstream."raw/labels"]         # on the trunk, an `--at` object's upstream head
+//! snapshot_id = "9QW2Y4KX0M3N7B5T"
 //! ```
 //!
 //! A missing file is a fresh state with a new workspace id; it is written on
@@ -81,6 +84,9 @@ pub struct WorkspaceState {
     pub last_snapshot: BTreeMap<String, State>,
     /// Key → why the last snapshot could not read it.
     pub last_snapshot_errors: BTreeMap<String, SnapshotError>,
+    /// Key → the upstream head the last snapshot on the trunk read for an
+    /// object pinned `--at` an older state: what `behind` compares with.
+    pub last_upstream: BTreeMap<String, State>,
 }
 
 impl Default for WorkspaceState {
@@ -98,6 +104,7 @@ const SECTIONS: &[&str] = &[
     "fork_points",
     "last_snapshot",
     "last_snapshot_errors",
+    "last_upstream",
 ];
 
 impl WorkspaceState {
@@ -114,6 +121,7 @@ impl WorkspaceState {
             fork_points: BTreeMap::new(),
             last_snapshot: BTreeMap::new(),
             last_snapshot_errors: BTreeMap::new(),
+            last_upstream: BTreeMap::new(),
         }
     }
 
@@ -192,6 +200,7 @@ impl WorkspaceState {
             })
             .collect();
         put(&mut m, "last_snapshot_errors", &errors);
+        put(&mut m, "last_upstream", &states(&self.last_upstream));
         Value::Object(m)
     }
 
@@ -312,6 +321,7 @@ fn from_json(json: &Map<String, Value>) -> Result<WorkspaceState, String> {
         fork_points: states("fork_points")?,
         last_snapshot: states("last_snapshot")?,
         last_snapshot_errors,
+        last_upstream: states("last_upstream")?,
     })
 }
 

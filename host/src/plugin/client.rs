@@ -20,6 +20,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::model::canonical;
+use crate::vcs::pin_push::PinRemote;
 
 use super::bindings::backend_iface;
 use super::bindings::types as wit;
@@ -106,6 +107,9 @@ pub struct ObjectClient {
     sql: Arc<SqlGrants>,
     /// The origins its `wasi:http` requests may reach.
     http: Arc<HttpAccess>,
+    /// A git object's network remote: the host pushes its pin tags there
+    /// (and deletes them) with the user's git, outside the sandbox.
+    pin_remote: Option<Arc<PinRemote>>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -200,6 +204,10 @@ impl Plugin {
             checkout: None,
             sql: Arc::new(sql),
             http: Arc::new(access),
+            pin_remote: (self.kind() == "git")
+                .then(|| PinRemote::resolve(locator, secret))
+                .flatten()
+                .map(Arc::new),
         }
     }
 
@@ -597,15 +605,54 @@ impl ObjectClient {
     }
 
     pub async fn pin(&self, state: &Value, pin_id: &str) -> Result<PinRef, BackendError> {
-        let pin = reply!(
+        let pin: Result<PinRef, BackendError> = reply!(
             self.call(Call::Pin(json_in(state), pin_id.to_string()))
                 .await?,
             Pin
-        );
-        crate::fault::on_ok("store.pin", pin.map(Into::into))
+        )
+        .map(Into::into);
+        let pin = match (pin, &self.pin_remote) {
+            (Ok(pin), Some(remote)) => self.push_pin(remote, pin).await,
+            (pin, _) => pin,
+        };
+        crate::fault::on_ok("store.pin", pin)
+    }
+
+    /// Push a new pin's tag to the network remote; when that fails, take
+    /// back the local tag this call created, so a pin exists only once it is
+    /// pushed (as the plugin does for a remote on this machine).
+    async fn push_pin(&self, remote: &PinRemote, pin: PinRef) -> Result<PinRef, BackendError> {
+        let Err(e) = remote.push_tag(&pin.ref_name).await else {
+            return Ok(pin);
+        };
+        let local = if pin.created {
+            match self.call(Call::Unpin((&pin).into())).await {
+                Ok(_) => "the local tag was removed".to_string(),
+                Err(d) => format!("removing the local tag failed too: {d}"),
+            }
+        } else {
+            "the local tag was there before and is kept".to_string()
+        };
+        Err(BackendError::Backend(format!(
+            "pin {} was not pushed to {}, so it is no pin: {e}; {local}. Fix the remote, then \
+             retry",
+            pin.ref_name,
+            remote.label()
+        )))
     }
 
     pub async fn unpin(&self, pin: &PinRef) -> Result<(), BackendError> {
+        // The remote first: a tag left there alone would be a pin nobody
+        // releases, so its failure keeps the local tag too.
+        if let Some(remote) = &self.pin_remote {
+            remote.delete_tag(&pin.ref_name).await.map_err(|e| {
+                BackendError::Backend(format!(
+                    "cannot delete {} in {}: {e}; the local tag is kept",
+                    pin.ref_name,
+                    remote.label()
+                ))
+            })?;
+        }
         let done = self.call(Call::Unpin(pin.into())).await;
         crate::fault::on_ok("store.unpin", done.map(|_| ()))
     }
@@ -705,7 +752,7 @@ impl ObjectClient {
         state: &Value,
         new_id: &str,
     ) -> Result<PinRef, BackendError> {
-        reply!(
+        let new: PinRef = reply!(
             self.call(Call::RenamePin(
                 old.into(),
                 json_in(state),
@@ -714,7 +761,20 @@ impl ObjectClient {
             .await?,
             Pin
         )
-        .map(Into::into)
+        .map(Into::into)?;
+        if let Some(remote) = &self.pin_remote
+            && new.ref_name != old.ref_name
+        {
+            remote
+                .push_tag(&new.ref_name)
+                .await
+                .map_err(BackendError::Backend)?;
+            remote
+                .delete_tag(&old.ref_name)
+                .await
+                .map_err(BackendError::Backend)?;
+        }
+        Ok(new)
     }
 
     pub async fn rename_working_ref(&self, old: &str, new: &str) -> Result<String, BackendError> {

@@ -70,7 +70,7 @@ fn local_dir(value: &str) -> Option<String> {
 
 /// Whether `value` is a remote name rather than a path or URL (the git
 /// plugin's rule, `plugins/git/src/remote.rs`).
-fn is_remote_name(value: &str) -> bool {
+pub(crate) fn is_remote_name(value: &str) -> bool {
     !value.is_empty()
         && !value.contains(':')
         && !value.contains('\\')
@@ -85,7 +85,7 @@ fn is_git_repository(dir: &Path) -> bool {
 
 /// The push URL of remote `name` of the repository at `repo` (a checkout or
 /// a bare repository), from its own config file only.
-fn git_remote_url(repo: &Path, name: &str) -> Option<String> {
+pub(crate) fn git_remote_url(repo: &Path, name: &str) -> Option<String> {
     let dot_git = repo.join(".git");
     let git_dir = if dot_git.is_dir() {
         dot_git

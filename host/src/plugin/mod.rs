@@ -16,7 +16,7 @@ mod cache;
 mod client;
 mod error;
 mod fanout;
-mod fs_grants;
+pub(crate) mod fs_grants;
 mod git_guard;
 mod host;
 mod http;

@@ -23,6 +23,7 @@
 
 pub mod git;
 pub mod jj;
+pub mod pin_push;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};

@@ -7,9 +7,11 @@
 //! (`[objects."KEY"] remote`, which reaches the plugin in its config). Either
 //! way its URL must be a local directory: the host preopens exactly that
 //! directory for the call, reading the same config entry (DESIGN §4: grants
-//! come from the host, never from the plugin). Network remotes (ssh, https,
-//! git://) are refused: the plugin has no transport, so their `tether.*` tags
-//! are pushed with git.
+//! come from the host, never from the plugin). A network remote (ssh, https,
+//! git://) is not this plugin's: it has no transport and must never see the
+//! user's credentials, so the host pushes those tags with the user's own git
+//! after the pin, and deletes them there before the unpin
+//! (`host/src/vcs/pin_push.rs`); [`Remote::resolve`] answers `None` for it.
 //!
 //! A push is written here, like every other write of this plugin: the
 //! objects reachable from the pinned commit that the remote lacks are copied
@@ -52,6 +54,21 @@ pub fn is_remote_name(value: &str) -> bool {
 }
 
 const RELATIVE: &str = "a relative path";
+
+/// Whether `url` names another machine (ssh, http(s), git://, scp-like
+/// `host:path`): the host's rule for the remotes it pushes to itself.
+pub fn is_network_url(url: &str) -> bool {
+    if url.starts_with("file://") || url.starts_with('/') {
+        return false;
+    }
+    if url.contains("://") {
+        return true;
+    }
+    match url.split_once(':') {
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        None => false,
+    }
+}
 
 /// The directory a remote URL names, lexically normalized like the host's
 /// preopen (the path the plugin sees it under), or why it names none.
@@ -128,11 +145,17 @@ impl Remote {
                 });
             }
             Error::Capability(format!(
-                "{label} is {what}: tether pushes pins only to a remote on this machine (an \
-                 absolute path or a file:// URL). Remove `remote` from the object and push the \
-                 tags yourself: {push_yourself}"
+                "{label} is {what}: tether pushes pins to a remote on this machine (an \
+                 absolute path or a file:// URL) or over ssh or http(s). Remove `remote` from \
+                 the object and push the tags yourself: {push_yourself}"
             ))
-        })?;
+        });
+        let dir = match dir {
+            Ok(dir) => dir,
+            // The host pushes to it (see the module docs).
+            Err(_) if is_network_url(&url) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let Some((git_dir, _)) = repo::git_dir_of(Path::new(&dir)) else {
             return Err(Error::not_found(format!(
                 "{label} ({}) is not a git repository tether can reach; create it \
