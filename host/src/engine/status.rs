@@ -175,7 +175,7 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
     for key in &keys {
         let m = &manifests[key];
         if let Some(reason) = refused.get(&m.kind) {
-            let mut s = object_status(key, m, None, None);
+            let mut s = object_status(key, m, None, None, None);
             s.error = Some(reason.clone());
             objects.push(s);
             continue;
