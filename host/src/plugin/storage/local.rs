@@ -370,7 +370,7 @@ impl LocalBucket {
             self.prune_empty(&root, parent);
             return Err(refused);
         }
-        let md = write_atomic(&root, &rel, data).map_err(err)?;
+        let md = write_atomic(&root, &rel, &self.root.join(&rel), data).map_err(err)?;
         Ok(self.meta(key, data, &md))
     }
 
@@ -603,9 +603,15 @@ fn read_object_at_most(root: &Dir, rel: &Path, max: u64) -> io::Result<Option<Fo
     Ok(Some(Found::Whole(data, md)))
 }
 
-/// Write `data` to a temp file beside `rel`, fsync it, and rename it over
-/// `rel`. Returns the new file's metadata.
-fn write_atomic(root: &Dir, rel: &Path, data: &[u8]) -> io::Result<cap_std::fs::Metadata> {
+/// Write `data` to a temp file beside `rel`, fsync it (or leave that to an
+/// open [`DeferredSyncs`](super::DeferredSyncs) scope), and rename it over
+/// `rel` (`shown` names it in the sync log). Returns the new file's metadata.
+fn write_atomic(
+    root: &Dir,
+    rel: &Path,
+    shown: &Path,
+    data: &[u8],
+) -> io::Result<cap_std::fs::Metadata> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let parent = parent_of(rel);
     let mut attempt = 0;
@@ -629,16 +635,27 @@ fn write_atomic(root: &Dir, rel: &Path, data: &[u8]) -> io::Result<cap_std::fs::
             Err(e) => return Err(e),
         }
     };
+    // Inside a deferred-sync scope the file is synced with its whole
+    // filesystem when the scope ends (`durable`), not here.
+    let deferred = super::durable::deferring();
+    let shown = || shown.display().to_string();
     let written = (|| {
         file.write_all(data)?;
-        file.sync_all()?;
+        if !deferred {
+            super::durable::sync_file(&file, &shown())?;
+        }
         let md = file.metadata()?;
-        drop(file);
         root.rename(&tmp, root, rel)?;
         Ok(md)
     })();
     if written.is_err() {
+        drop(file);
         let _ = root.remove_file(&tmp);
+        return written;
+    }
+    if deferred && let Some(file) = super::durable::hand_over(file.into_std(), &shown())? {
+        // The scope ended while this put ran: sync it here after all.
+        super::durable::sync_file(&file, &shown())?;
     }
     written
 }
