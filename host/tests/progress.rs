@@ -1,7 +1,8 @@
 //! Hashing progress: a first snapshot of a large directory reads every byte,
 //! and on a terminal `tether` shows a bar on stderr while it does. Nowhere
 //! else: not when stderr is a pipe or a file, not with `-v`. The terminal is
-//! a real pseudo-terminal, made by `script(1)`.
+//! a real pseudo-terminal, made by `script(1)`. Likewise one line counting
+//! the objects a large `status --snapshot` has asked so far.
 
 use std::process::Output;
 
@@ -80,4 +81,24 @@ fn a_long_hash_shows_a_bar_on_a_terminal_and_nowhere_else() {
         !shown.contains("hashing 2 files"),
         "a bar with -v:\n{shown}"
     );
+}
+
+/// `status --snapshot` of 1,000 objects (seconds in a test build): one line
+/// counting the stores asked, on a terminal only.
+#[test]
+fn a_snapshot_of_many_objects_counts_them_on_one_line() {
+    let d = Dataset::init();
+    crate::scale::many(&d, 1000);
+    let (out, shown) = on_a_terminal(&d, "status --snapshot");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        shown.contains("asking the stores") && shown.contains("/1000"),
+        "no progress line on the terminal:\n{shown}"
+    );
+    assert!(shown.contains("o00999 [memory/"), "{shown}");
+
+    let out = d.tether(&["status", "--snapshot"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("asking"), "a line on a pipe:\n{stderr}");
 }

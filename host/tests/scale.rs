@@ -23,7 +23,7 @@ use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, stderr};
 /// `n` memory objects `o00000`, ..., each in a store of its own. The first is
 /// registered with `tether add`; the others get its manifest with their own
 /// store, written as files (what `add` writes, without `n` processes).
-fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
+pub(crate) fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
     let stores: Vec<MemoryStore> = (0..n)
         .map(|i| d.memory_store(&format!("s{i:05}")))
         .collect();
