@@ -1,9 +1,10 @@
 //! No silent waits. Hashing progress: a first snapshot of a large directory
 //! reads every byte, and on a terminal `tether` shows a bar on stderr while
-//! it does. Compiling: a plugin run for the first time is compiled (seconds),
-//! and on a terminal `tether` says so. Nowhere else: not when stderr is a
-//! pipe or a file, not with `-v` (where the log says it). The terminal is a
-//! real pseudo-terminal, made by `script(1)`.
+//! it does; likewise one line counting the objects a large `status
+//! --snapshot` has asked so far. Compiling: a plugin run for the first time
+//! is compiled (seconds), and on a terminal `tether` says so. Nowhere else:
+//! not when stderr is a pipe or a file, not with `-v` (where the log says
+//! it). The terminal is a real pseudo-terminal, made by `script(1)`.
 
 use std::path::Path;
 use std::process::Output;
@@ -178,4 +179,24 @@ fn a_first_run_says_which_plugins_it_compiles_on_a_terminal() {
             );
         }
     }
+}
+
+/// `status --snapshot` of 1,000 objects (seconds in a test build): one line
+/// counting the stores asked, on a terminal only.
+#[test]
+fn a_snapshot_of_many_objects_counts_them_on_one_line() {
+    let d = Dataset::init();
+    crate::scale::many(&d, 1000);
+    let (out, shown) = on_a_terminal(&d, "status --snapshot");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        shown.contains("asking the stores") && shown.contains("/1000"),
+        "no progress line on the terminal:\n{shown}"
+    );
+    assert!(shown.contains("o00999 [memory/"), "{shown}");
+
+    let out = d.tether(&["status", "--snapshot"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("asking"), "a line on a pipe:\n{stderr}");
 }

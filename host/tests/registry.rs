@@ -818,6 +818,7 @@ fn an_export_on_jj_names_its_bookmarks_and_exports_at_the_working_copy_parent() 
     a.write(json!({"n": 2}), "two");
     d.ok(&["commit", "-m", "two"]);
     let head = d.head();
+    d.jj(&["tag", "set", "v1", "-r", &head]);
     let report = json_ok(&d, &["export", "../jj.sqlite", "--json"]);
     assert_eq!(report["head"], head.as_str());
     let got = py(
@@ -826,13 +827,23 @@ import sqlite3
 con = sqlite3.connect(sys.argv[1])
 print(json.dumps({
     "refs": con.execute("SELECT name, kind FROM refs ORDER BY name").fetchall(),
+    "tags": con.execute("SELECT name, commit_id FROM refs WHERE kind = 'tag'").fetchall(),
     "head": con.execute("SELECT commit_id, json_extract(state_json, '$.snapshot_id') FROM objects_head").fetchall(),
     "messages": [m for (m,) in con.execute("SELECT message FROM commits")],
+    "change_ids": dict(con.execute("SELECT commit_id, change_id FROM commits").fetchall()),
 }))
 "#,
         &[s(&d.tmp().join("jj.sqlite"))],
     );
     assert_eq!(got["head"], json!([[head, a.head()]]), "{got}");
+    assert_eq!(got["tags"], json!([["v1", head]]), "{got}");
+    // Every exported commit carries the change id jj itself gives it.
+    let change_ids = got["change_ids"].as_object().unwrap();
+    assert!(change_ids.len() >= 2, "{got}");
+    for (commit, change) in change_ids {
+        let want = d.jj(&["log", "--no-graph", "-r", commit, "-T", "change_id"]);
+        assert_eq!(change.as_str(), Some(want.trim()), "{commit}: {got}");
+    }
     let bookmark = d.current_bookmark();
     assert!(
         !bookmark.is_empty(),
@@ -852,4 +863,101 @@ print(json.dumps({
             .any(|m| m.as_str().unwrap().starts_with("two")),
         "{got}"
     );
+}
+
+#[test]
+fn an_export_on_git_names_its_tags_and_leaves_change_ids_empty() {
+    let (d, a) = small_dataset();
+    let first = d.rev("HEAD~1");
+    let second = d.rev("HEAD");
+    d.git(&["tag", "v1", &first]);
+    // An annotated tag is named by the commit it tags.
+    d.git(&["tag", "-a", "v2", "-m", "release two", &second]);
+    a.write(json!({"n": 3}), "three");
+    d.ok(&["export", "../git.sqlite"]);
+    let got = py(
+        r#"
+import sqlite3
+con = sqlite3.connect(sys.argv[1])
+print(json.dumps({
+    "tags": con.execute("SELECT name, commit_id FROM refs WHERE kind = 'tag' ORDER BY name").fetchall(),
+    "change_ids": [c for (c,) in con.execute("SELECT DISTINCT change_id FROM commits")],
+}))
+"#,
+        &[s(&d.tmp().join("git.sqlite"))],
+    );
+    assert_eq!(got["tags"], json!([["v1", first], ["v2", second]]), "{got}");
+    assert_eq!(
+        got["change_ids"],
+        json!([null]),
+        "git has no change ids: {got}"
+    );
+}
+
+/// A registry in PostgreSQL whose columns are not text: the key from an
+/// INT4, `at` from a TIMESTAMPTZ (read as RFC 3339, as an export writes
+/// timestamps), and NUMERIC, UUID, BOOL, DATE and TIMESTAMPTZ columns the
+/// import does not use, which it reads, ignores and names (spec/12: "Other
+/// columns are ignored (and named in the plan)").
+#[test]
+fn import_reads_postgres_columns_of_every_type() {
+    let pg = Postgres::start();
+    pg.create_database("registry");
+    let d = Dataset::init();
+    let stores: Vec<MemoryStore> = ["p1", "p2"].iter().map(|n| d.memory_store(n)).collect();
+    pg.psql(
+        "registry",
+        &format!(
+            "CREATE TABLE runs (n INT4, path TEXT, taken TIMESTAMPTZ, size NUMERIC(10,2), \
+             id UUID, ok BOOL, day DATE, seen TIMESTAMPTZ); \
+             INSERT INTO runs VALUES \
+             (1, '{}', '2026-01-02 03:04:05+02', 12.50, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', true, '2026-01-02', now()), \
+             (2, '{}', '2026-01-03 00:00:00.25+00', 0.5, 'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', false, '2026-01-03', NULL);",
+            s(&stores[0].root),
+            s(&stores[1].root)
+        ),
+    );
+    let query = "SELECT n AS key, 'memory' AS kind, json_build_object('system', path) AS locator_json, \
+                 taken AS at, size, id, ok, day, seen FROM runs ORDER BY n";
+    let url = pg.url("registry");
+    let plan = json_ok(
+        &d,
+        &["import", &url, "--query", query, "--dry-run", "--json"],
+    );
+    let adds: Vec<(&str, &Value)> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["key"].as_str().unwrap(), &a["params"]))
+        .collect();
+    assert_eq!(adds.len(), 2, "{plan}");
+    assert_eq!(adds[0].0, "1", "{plan}");
+    assert_eq!(adds[1].0, "2", "{plan}");
+    let notes = plan["notes"].to_string();
+    assert!(
+        notes.contains("ignored column(s): size, id, ok, day, seen"),
+        "{plan}"
+    );
+    d.ok(&["import", &url, "--query", query]);
+    assert_eq!(
+        d.manifest("1")["locator"]["at"].as_str(),
+        Some("2026-01-02T01:04:05Z")
+    );
+    assert_eq!(
+        d.manifest("2")["locator"]["at"].as_str(),
+        Some("2026-01-03T00:00:00.250Z")
+    );
+    assert_eq!(
+        d.manifest("2")["locator"]["system"].as_str(),
+        Some(s(&stores[1].root))
+    );
+    // Still one statement, read-only: a second statement is refused.
+    let out = d.tether(&[
+        "import",
+        &url,
+        "--query",
+        "SELECT 1 AS key; DROP TABLE runs",
+    ]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert_eq!(pg.psql("registry", "SELECT count(*) FROM runs").trim(), "2");
 }

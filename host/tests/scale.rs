@@ -4,7 +4,8 @@
 //!
 //! - `add` reads no manifest but the one it writes;
 //! - a commit syncs tether's own files a fixed number of times, whatever the
-//!   number of objects (counted from the sync log, `RUST_LOG=tether::sync=debug`);
+//!   number of objects, and the stores' pin writes once per filesystem, not
+//!   once per put (counted from the sync log, `RUST_LOG=tether::sync=debug`);
 //! - a commit killed half-way through pinning 1,000 objects re-runs to the
 //!   pins and manifests its plan named, the pins it made counted as made;
 //! - under jj, a `status` while jj's operation heads stand starts no jj
@@ -22,7 +23,7 @@ use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, stderr};
 /// `n` memory objects `o00000`, ..., each in a store of its own. The first is
 /// registered with `tether add`; the others get its manifest with their own
 /// store, written as files (what `add` writes, without `n` processes).
-fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
+pub(crate) fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
     let stores: Vec<MemoryStore> = (0..n)
         .map(|i| d.memory_store(&format!("s{i:05}")))
         .collect();
@@ -80,8 +81,9 @@ fn add_reads_no_other_manifest() {
 
 /// A commit of 5 objects and one of 90 (more than a fan-out runs at once)
 /// sync tether's files as often, the journal three times (started, the
-/// pins' wave, done): nothing per object. The stores' own writes are the
-/// stores' business and not counted here.
+/// pins' wave, done): nothing per object. The stores' writes of the pins
+/// (each store a directory of its own here) are synced together, once for
+/// their one filesystem, before the pins' wave is: no sync per put.
 #[test]
 fn commit_syncs_do_not_grow_with_the_objects() {
     let mut counts = Vec::new();
@@ -98,6 +100,20 @@ fn commit_syncs_do_not_grow_with_the_objects() {
         let journal = |s: &[String]| s.iter().filter(|p| p.ends_with("ops.jsonl")).count();
         assert_eq!(journal(&first_syncs), 3, "{n}: {first_syncs:#?}");
         assert_eq!(journal(&syncs), 3, "{n}: {syncs:#?}");
+        let data = format!("{}/", d.data().display());
+        let in_stores = |s: &[String]| s.iter().filter(|p| p.starts_with(&data)).count();
+        assert_eq!(in_stores(&first_syncs), 1, "{n}: {first_syncs:#?}");
+        assert_eq!(in_stores(&syncs), 1, "{n}: {syncs:#?}");
+        // The stores are synced before the wave that records their pins
+        // (the journal's second sync: started, wave, done).
+        let store_sync = syncs.iter().position(|p| p.starts_with(&data)).unwrap();
+        let (wave_sync, _) = syncs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.ends_with("ops.jsonl"))
+            .nth(1)
+            .unwrap();
+        assert!(store_sync < wave_sync, "{n}: {syncs:#?}");
         let manifests = syncs.iter().filter(|p| p.contains("/objects/")).count();
         assert!(
             manifests <= 2,

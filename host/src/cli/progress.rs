@@ -2,10 +2,11 @@
 //! a bar while files are read for their hashes (the first snapshot of a
 //! large directory reads every byte, which can take minutes), one bar per
 //! directory being read, shown once the reading has gone on for
-//! [`SHOW_AFTER`], cleared when it is done; and a line per plugin compiled
-//! on first use (seconds each, on a fresh machine or after an upgrade).
-//! Only when stderr is a terminal, and not with `-v` (log lines would tear
-//! the bar, and say the same at info level).
+//! [`SHOW_AFTER`], cleared when it is done; one line counting the calls of a
+//! large fan-out (`status --snapshot` of 10,000 objects), the same way; and a
+//! line per plugin compiled on first use (seconds each, on a fresh machine or
+//! after an upgrade). Only when stderr is a terminal, and not with `-v` (log
+//! lines would tear the bar, and say the same at info level).
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::plugin::tree::progress::{HashTask, HashWatcher, watch_hashing};
+use crate::plugin::{FanOutTask, FanOutWatcher, watch_fan_outs};
 
 /// Reads shorter than this show nothing: most are.
 const SHOW_AFTER: Duration = Duration::from_millis(500);
@@ -31,9 +33,11 @@ pub fn install(verbose: u8) {
             cache.display()
         );
     });
-    watch_hashing(Arc::new(Bars {
+    let bars = Arc::new(Bars {
         multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
-    }));
+    });
+    watch_hashing(bars.clone());
+    watch_fan_outs(bars);
 }
 
 /// The bars of one command.
@@ -62,7 +66,30 @@ impl HashWatcher for Bars {
     }
 }
 
-/// One directory's bar: hidden until the reading has gone on for a while.
+impl FanOutWatcher for Bars {
+    fn start(&self, total: usize) -> Box<dyn FanOutTask> {
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
+        if let Ok(style) = ProgressStyle::with_template("{wide_msg} {pos}/{len} eta {eta}") {
+            bar.set_style(style);
+        }
+        bar.set_message("asking the stores");
+        Box::new(Bar {
+            multi: self.multi.clone(),
+            bar,
+            started: Instant::now(),
+            shown: AtomicBool::new(false),
+        })
+    }
+}
+
+impl FanOutTask for Bar {
+    fn advance(&self) {
+        HashTask::advance(self, 1);
+    }
+}
+
+/// One directory's bar (or one fan-out's line): hidden until the work has
+/// gone on for a while.
 struct Bar {
     multi: MultiProgress,
     bar: ProgressBar,

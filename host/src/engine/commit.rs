@@ -516,8 +516,11 @@ pub(crate) async fn land(
         .filter_map(|a| originals.get(&a.key).map(|m| (a.key.clone(), m.clone())))
         .collect();
     // Pins first, concurrently; remember which ones this commit created.
-    // Each is journaled as it lands, and the wave synced once at its end.
+    // Each is journaled as it lands, and the wave synced once at its end,
+    // after the local stores' writes (synced once per filesystem, not per
+    // put: the journal, not each pin, is what a re-run reads).
     let wave = op.wave()?;
+    let store_syncs = crate::plugin::storage::defer_syncs();
     let mut calls = Vec::new();
     for a in writes.iter().filter(|a| a.verb == verb::PIN) {
         let m = originals.get(&a.key).ok_or_else(|| {
@@ -545,6 +548,10 @@ pub(crate) async fn land(
     }
     if let Err(e) = adopt_interrupted_pins(repo, &mut pins, &wave) {
         tracing::warn!("could not read the journal for an interrupted commit's pins: {e}");
+    }
+    if let Err(e) = store_syncs.sync() {
+        rollback(repo, &originals, &pins, &restore).await;
+        return Err(TetherError::io("the stores' pins", e));
     }
     if let Err(e) = wave.end() {
         rollback(repo, &originals, &pins, &restore).await;

@@ -469,6 +469,8 @@ pub async fn build(repo: &Repo, opts: &ExportOptions) -> Result<Bundle> {
         }
     }
 
+    // jj's change ids, from the view jj already gave (nothing on git).
+    let change_ids = repo.vcs.change_ids()?;
     let mut tables: BTreeMap<&'static str, Rows> = BTreeMap::new();
     let mut commit_rows = Vec::with_capacity(commits.len());
     let mut parent_rows = Vec::new();
@@ -492,7 +494,7 @@ pub async fn build(repo: &Repo, opts: &ExportOptions) -> Result<Bundle> {
         });
         commit_rows.push(vec![
             Cell::Text(commit_id.to_owned()),
-            Cell::Null,
+            Cell::opt(change_ids.get(commit_id).cloned()),
             Cell::Text(info.author_name.clone()),
             Cell::Text(info.author_email.clone()),
             Cell::Text(info.authored_at.to_rfc3339()),
@@ -631,7 +633,7 @@ fn derive(
     Derived { cells, state }
 }
 
-/// The VCS's branches (jj: bookmarks) and `HEAD`.
+/// The VCS's branches (jj: bookmarks), tags and `HEAD`.
 fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
     let kind = match repo.vcs.kind() {
         VcsKind::Git => "branch",
@@ -646,6 +648,13 @@ fn ref_rows(repo: &Repo, head: Option<&str>) -> Result<Rows> {
             Cell::Text(b.name),
             Cell::Text(kind.to_owned()),
             Cell::Text(b.commit.as_str().to_owned()),
+        ]);
+    }
+    for t in repo.vcs.tags()? {
+        rows.push(vec![
+            Cell::Text(t.name),
+            Cell::Text("tag".to_owned()),
+            Cell::Text(t.commit.as_str().to_owned()),
         ]);
     }
     if let Some(h) = head {

@@ -485,24 +485,100 @@ async fn read_sqlite(path: &Path, query: &str) -> Result<Rows> {
     to_rows(&rows).map_err(|e| sql_error(&what, e))
 }
 
-/// Run `query` as one statement in a read-only transaction.
+/// Run `query` as one statement in a read-only transaction. Every column
+/// type PostgreSQL has is read: the statement is prepared first (which
+/// refuses more than one statement and names the columns and their types),
+/// then run through the simple query protocol, in which the server sends
+/// every value as its own text (TIMESTAMPTZ, NUMERIC, UUID, INT4, arrays,
+/// ...; [`pg_text`] evens out the few whose text differs from an export's).
 async fn read_postgres(dsn: &str, query: &str) -> Result<Rows> {
     use sqlx::Connection as _;
+    use sqlx::Executor as _;
+    use sqlx::Row as _;
+    use sqlx::SqlSafeStr as _;
+    use sqlx::TypeInfo as _;
+    use sqlx::ValueRef as _;
     let what = format!("reading {}", redact_dsn(dsn));
     let fail = |e: sqlx::Error| sql_error(&what, scrub(&e.to_string(), dsn));
     let mut conn = sqlx::PgConnection::connect(dsn).await.map_err(fail)?;
     let mut tx = conn.begin().await.map_err(fail)?;
-    sqlx::query("SET TRANSACTION READ ONLY")
-        .execute(&mut *tx)
+    // ISO dates in UTC: what `pg_text` turns into an export's RFC 3339.
+    sqlx::raw_sql(
+        "SET TRANSACTION READ ONLY; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL TimeZone = 'UTC'",
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(fail)?;
+    let statement = (&mut *tx)
+        .prepare(AssertSqlSafe(query.to_owned()).into_sql_str())
         .await
         .map_err(fail)?;
-    let rows = sqlx::query(AssertSqlSafe(query.to_owned()))
+    let columns: Vec<(String, String)> = sqlx::Statement::columns(&statement)
+        .iter()
+        .map(|c| {
+            (
+                sqlx::Column::name(c).to_owned(),
+                sqlx::Column::type_info(c).name().to_owned(),
+            )
+        })
+        .collect();
+    let rows = sqlx::raw_sql(AssertSqlSafe(query.to_owned()))
         .fetch_all(&mut *tx)
         .await
         .map_err(fail)?;
     let _ = tx.rollback().await;
     let _ = conn.close().await;
-    to_rows(&rows).map_err(|e| sql_error(&what, e))
+    let mut out = Rows {
+        columns: columns.iter().map(|(n, _)| n.clone()).collect(),
+        rows: Vec::with_capacity(rows.len()),
+    };
+    for row in &rows {
+        let mut cells = Vec::with_capacity(columns.len());
+        for (i, (name, ty)) in columns.iter().enumerate() {
+            let value = row.try_get_raw(i).map_err(fail)?;
+            if value.is_null() {
+                cells.push(None);
+                continue;
+            }
+            let text = value
+                .as_str()
+                .map_err(|e| sql_error(&what, format!("column {name}: {e}")))?;
+            cells.push(pg_text(ty, text));
+        }
+        out.rows.push(cells);
+    }
+    Ok(out)
+}
+
+/// A PostgreSQL value's text (DateStyle ISO, UTC) as a cell, the way an
+/// export writes the same value: timestamps in RFC 3339, booleans as
+/// `true`/`false`, a JSON string as the string itself; anything else as
+/// PostgreSQL writes it.
+fn pg_text(ty: &str, text: &str) -> Option<String> {
+    match ty {
+        "TIMESTAMPTZ" => Some(
+            chrono::DateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f%#z")
+                .map(|t| {
+                    t.with_timezone(&chrono::Utc)
+                        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                })
+                .unwrap_or_else(|_| text.to_owned()),
+        ),
+        "TIMESTAMP" => Some(text.replacen(' ', "T", 1)),
+        "BOOL" => Some(
+            match text {
+                "t" => "true",
+                "f" => "false",
+                other => other,
+            }
+            .to_owned(),
+        ),
+        "JSON" | "JSONB" => match serde_json::from_str::<Value>(text) {
+            Ok(v) => value_text(&v),
+            Err(_) => Some(text.to_owned()),
+        },
+        _ => Some(text.to_owned()),
+    }
 }
 
 /// One row, checked.
@@ -862,6 +938,24 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ImportReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_text_reads_as_an_export_writes_it() {
+        let t = |ty, text| pg_text(ty, text).unwrap();
+        assert_eq!(
+            t("TIMESTAMPTZ", "2026-01-02 01:04:05+00"),
+            "2026-01-02T01:04:05Z"
+        );
+        assert_eq!(
+            t("TIMESTAMPTZ", "2026-01-02 01:04:05.25+05:30"),
+            "2026-01-01T19:34:05.250Z"
+        );
+        assert_eq!(t("TIMESTAMP", "2026-01-02 01:04:05"), "2026-01-02T01:04:05");
+        assert_eq!(t("BOOL", "t"), "true");
+        assert_eq!(t("JSONB", r#"{"b": 1, "a": "x"}"#), r#"{"a":"x","b":1}"#);
+        assert_eq!(t("JSON", r#""plain""#), "plain");
+        assert_eq!(t("NUMERIC", "12.50"), "12.50");
+    }
 
     #[test]
     fn csv_reads_quotes_nulls_and_line_breaks() {

@@ -62,6 +62,40 @@ fn render(failures: &[(String, BackendError)]) -> String {
 /// dataset may have more objects than that.
 pub const MAX_IN_FLIGHT: usize = 64;
 
+/// Fan-outs of fewer calls than this report no progress: they are quick.
+const PROGRESS_FROM: usize = 100;
+
+/// Whoever shows how far a large fan-out has got (the CLI's progress line:
+/// `status --snapshot` of 10,000 objects takes seconds). Process-wide, as
+/// the hashing watcher is (`tree::progress`); with none installed nothing
+/// is reported.
+pub trait FanOutWatcher: Send + Sync {
+    /// `total` calls are about to run; the task lives until they are done.
+    fn start(&self, total: usize) -> Box<dyn FanOutTask>;
+}
+
+/// One fan-out's progress; dropped when it is over.
+pub trait FanOutTask: Send + Sync {
+    /// One more call finished.
+    fn advance(&self);
+}
+
+static WATCHER: std::sync::RwLock<Option<std::sync::Arc<dyn FanOutWatcher>>> =
+    std::sync::RwLock::new(None);
+
+/// Report every large fan-out from now on to `watcher`.
+pub fn watch_fan_outs(watcher: std::sync::Arc<dyn FanOutWatcher>) {
+    *WATCHER.write().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+}
+
+fn progress(total: usize) -> Option<Box<dyn FanOutTask>> {
+    if total < PROGRESS_FROM {
+        return None;
+    }
+    let watcher = WATCHER.read().unwrap_or_else(|e| e.into_inner()).clone()?;
+    Some(watcher.start(total))
+}
+
 /// Run one future per object concurrently on the tokio runtime, at most
 /// `MAX_IN_FLIGHT` at a time.
 pub async fn fan_out<K, T, F>(calls: impl IntoIterator<Item = (K, F)>) -> FanOut<K, T>
@@ -86,7 +120,11 @@ where
         });
     }
     let mut slots: Vec<Option<Result<T, BackendError>>> = (0..keys.len()).map(|_| None).collect();
+    let progress = progress(keys.len());
     while let Some(joined) = set.join_next().await {
+        if let Some(p) = &progress {
+            p.advance();
+        }
         match joined {
             Ok((i, r)) => slots[i] = Some(r),
             // A panic in host code for one object; the slot is filled below.

@@ -31,7 +31,7 @@ pub(crate) use cache::read_descriptor as cached_descriptor;
 pub use cache::{default_cache_root, on_compile};
 pub use client::{HarnessClient, ObjectClient};
 pub use error::{BackendError, PluginError};
-pub use fanout::{FanOut, MultiObjectError, fan_out};
+pub use fanout::{FanOut, FanOutTask, FanOutWatcher, MultiObjectError, fan_out, watch_fan_outs};
 pub use http::HttpLimits;
 pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,

@@ -39,7 +39,8 @@
 //!
 //! Writes are atomic: the data goes to a temp file `.tether-tmp-*` in the
 //! target's directory (listing skips these names, keys may not use them), is
-//! fsynced, then renamed over the key. Readers therefore see the old or the new
+//! fsynced (or, inside a [`DeferredSyncs`] scope, synced with its whole
+//! filesystem when the scope ends: `durable`), then renamed over the key. Readers therefore see the old or the new
 //! object, never a torn one, without taking any lock.
 //!
 //! **Etags** of local objects are the first 32 hex digits (128 bits) of the
@@ -73,6 +74,7 @@
 
 mod aws_chain;
 mod cloud;
+mod durable;
 mod local;
 mod object;
 mod s3;
@@ -85,6 +87,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
+pub use durable::{DeferredSyncs, defer_syncs};
 pub use s3::{FIELDS as S3_FIELDS, S3Resolution, S3Settings, strip_settings};
 
 /// Largest page [`Bucket::list`] returns, whatever `limit` asks for; callers

@@ -670,6 +670,31 @@ impl Vcs for GitVcs {
         Ok(out)
     }
 
+    fn tags(&self) -> Result<Vec<BranchInfo>> {
+        let repo = self.lock();
+        let mut out = Vec::new();
+        let refs = repo
+            .references_glob("refs/tags/*")
+            .map_err(VcsError::git("listing tags"))?;
+        for r in refs {
+            let r = r.map_err(VcsError::git("listing tags"))?;
+            let Ok(name) = r.shorthand().map(str::to_owned) else {
+                continue;
+            };
+            // A tag of a tree or blob names no commit: not a ref of history.
+            let Ok(commit) = r.peel_to_commit() else {
+                continue;
+            };
+            out.push(BranchInfo {
+                name,
+                commit: CommitId::new(commit.id().to_string()),
+                parking: false,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     fn branch_head(&self, name: &str) -> Result<Option<CommitId>> {
         let repo = self.lock();
         match repo.find_branch(name, BranchType::Local) {

@@ -70,10 +70,11 @@ const KEPT_TABLES: &[&str] = &[
 ];
 
 /// One line per visible commit: id, parents, `@` when it is this workspace's working
-/// copy, the workspaces it is the working copy of, and its local bookmarks (a
-/// conflicted one marked with `?`). Keywords are called as methods so a repo-level
-/// template alias cannot change what is printed.
-const VIEW_TEMPLATE: &str = r#"self.commit_id() ++ "\t" ++ self.parents().map(|p| p.commit_id()).join(" ") ++ "\t" ++ if(self.current_working_copy(), "@", "-") ++ "\t" ++ self.working_copies().map(|w| w.name()).join(" ") ++ "\t" ++ self.local_bookmarks().map(|b| if(b.conflict(), b.name() ++ "?", b.name())).join(" ") ++ "\n""#;
+/// copy, the workspaces it is the working copy of, its local bookmarks (a
+/// conflicted one marked with `?`), its change id and its tags. Keywords are called
+/// as methods so a repo-level template alias cannot change what is printed. A
+/// cached view in an older shape fails to parse and is read anew.
+const VIEW_TEMPLATE: &str = r#"self.commit_id() ++ "\t" ++ self.parents().map(|p| p.commit_id()).join(" ") ++ "\t" ++ if(self.current_working_copy(), "@", "-") ++ "\t" ++ self.working_copies().map(|w| w.name()).join(" ") ++ "\t" ++ self.local_bookmarks().map(|b| if(b.conflict(), b.name() ++ "?", b.name())).join(" ") ++ "\t" ++ self.change_id() ++ "\t" ++ self.tags().map(|t| t.name()).join(" ") ++ "\n""#;
 
 /// One visible commit, as [`VIEW_TEMPLATE`] prints it.
 #[derive(Debug, Clone)]
@@ -88,6 +89,10 @@ struct ViewCommit {
     bookmarks: Vec<String>,
     /// Conflicted local bookmarks with a side here.
     conflicted: Vec<String>,
+    /// jj's change id.
+    change_id: String,
+    /// Tags here.
+    tags: Vec<String>,
 }
 
 /// Every visible commit, newest first in topological order.
@@ -101,7 +106,7 @@ impl View {
         let mut commits = Vec::new();
         for line in text.lines().filter(|l| !l.is_empty()) {
             let f: Vec<&str> = line.split('\t').collect();
-            if f.len() != 5 {
+            if f.len() != 7 {
                 return Err(VcsError::Jj {
                     command: "log".into(),
                     message: format!("unexpected line from the log template: {line:?}"),
@@ -123,6 +128,8 @@ impl View {
                     .into_iter()
                     .map(|b| b.trim_end_matches('?').to_owned())
                     .collect(),
+                change_id: f[5].to_owned(),
+                tags: words(f[6]).collect(),
             });
         }
         Ok(View { commits })
@@ -196,7 +203,7 @@ fn chosen_bookmark(root: &Path) -> Option<String> {
 const VIEW_CACHE: &str = "tether-view";
 
 /// The first line's tag, before the operation heads; a new format gets a new tag.
-const VIEW_CACHE_TAG: &str = "tether-view 1\t";
+const VIEW_CACHE_TAG: &str = "tether-view 2\t";
 
 /// The largest view cache read back (a bigger one is read from jj again).
 const VIEW_CACHE_MAX: u64 = 256 << 20;
@@ -745,6 +752,32 @@ impl Vcs for JjVcs {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+
+    fn tags(&self) -> Result<Vec<BranchInfo>> {
+        let view = self.view()?;
+        let mut out: Vec<BranchInfo> = view
+            .commits
+            .iter()
+            .flat_map(|c| {
+                c.tags.iter().map(|t| BranchInfo {
+                    name: t.clone(),
+                    commit: CommitId::new(c.id.clone()),
+                    parking: false,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    fn change_ids(&self) -> Result<std::collections::HashMap<String, String>> {
+        let view = self.view()?;
+        Ok(view
+            .commits
+            .iter()
+            .map(|c| (c.id.clone(), c.change_id.clone()))
+            .collect())
     }
 
     fn branch_head(&self, name: &str) -> Result<Option<CommitId>> {

@@ -319,6 +319,18 @@ pub trait Vcs: Send + Sync + fmt::Debug {
     /// The commit a local branch points at, `None` when there is no such branch.
     fn branch_head(&self, name: &str) -> Result<Option<CommitId>>;
 
+    /// Every tag that leads to a commit (an annotated tag by the commit it
+    /// peels to), sorted by name; `parking` is always false.
+    fn tags(&self) -> Result<Vec<BranchInfo>> {
+        Ok(Vec::new())
+    }
+
+    /// jj's change id of each visible commit, by commit id; empty where the
+    /// VCS has no change ids (git).
+    fn change_ids(&self) -> Result<std::collections::HashMap<String, String>> {
+        Ok(std::collections::HashMap::new())
+    }
+
     /// `error` with a bookmark suggested when it is an unknown revision that
     /// looks like a mistyped bookmark name. Call it holding no lock of the
     /// repository: it lists the branches.

@@ -32,6 +32,9 @@ pub(super) struct LocalBucket {
     /// The granted root as the last read opened it, for the next read; every
     /// write forgets it, so a root a write created or replaced is opened anew.
     read_root: Arc<Mutex<Option<Arc<Dir>>>>,
+    /// The granted root's canonical path, for lock names: resolved once per
+    /// bucket rather than once per write (a pin writes several objects).
+    canonical_root: Arc<std::sync::OnceLock<PathBuf>>,
 }
 
 /// What an I/O failure was doing, for the message.
@@ -48,6 +51,7 @@ impl LocalBucket {
             sub,
             lock_dir: None,
             read_root: Arc::default(),
+            canonical_root: Arc::default(),
         }
     }
 
@@ -134,7 +138,13 @@ impl LocalBucket {
         let name = rel.file_name().unwrap_or_default();
         // Canonical paths, so every URI reaching this file shares the lock;
         // the parent is resolved inside the sandbox.
-        let canonical_root = std::fs::canonicalize(&self.root)?;
+        let canonical_root = match self.canonical_root.get() {
+            Some(p) => p.clone(),
+            None => {
+                let p = std::fs::canonicalize(&self.root)?;
+                self.canonical_root.get_or_init(|| p).clone()
+            }
+        };
         let canonical_parent = root.canonicalize(dot_if_empty(parent))?;
         let mut hasher = Sha256::new();
         hasher.update(canonical_root.as_os_str().as_encoded_bytes());
@@ -370,7 +380,7 @@ impl LocalBucket {
             self.prune_empty(&root, parent);
             return Err(refused);
         }
-        let md = write_atomic(&root, &rel, data).map_err(err)?;
+        let md = write_atomic(&root, &rel, &self.root.join(&rel), data).map_err(err)?;
         Ok(self.meta(key, data, &md))
     }
 
@@ -603,9 +613,15 @@ fn read_object_at_most(root: &Dir, rel: &Path, max: u64) -> io::Result<Option<Fo
     Ok(Some(Found::Whole(data, md)))
 }
 
-/// Write `data` to a temp file beside `rel`, fsync it, and rename it over
-/// `rel`. Returns the new file's metadata.
-fn write_atomic(root: &Dir, rel: &Path, data: &[u8]) -> io::Result<cap_std::fs::Metadata> {
+/// Write `data` to a temp file beside `rel`, fsync it (or leave that to an
+/// open [`DeferredSyncs`](super::DeferredSyncs) scope), and rename it over
+/// `rel` (`shown` names it in the sync log). Returns the new file's metadata.
+fn write_atomic(
+    root: &Dir,
+    rel: &Path,
+    shown: &Path,
+    data: &[u8],
+) -> io::Result<cap_std::fs::Metadata> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let parent = parent_of(rel);
     let mut attempt = 0;
@@ -629,16 +645,27 @@ fn write_atomic(root: &Dir, rel: &Path, data: &[u8]) -> io::Result<cap_std::fs::
             Err(e) => return Err(e),
         }
     };
+    // Inside a deferred-sync scope the file is synced with its whole
+    // filesystem when the scope ends (`durable`), not here.
+    let deferred = super::durable::deferring();
+    let shown = || shown.display().to_string();
     let written = (|| {
         file.write_all(data)?;
-        file.sync_all()?;
+        if !deferred {
+            super::durable::sync_file(&file, &shown())?;
+        }
         let md = file.metadata()?;
-        drop(file);
         root.rename(&tmp, root, rel)?;
         Ok(md)
     })();
     if written.is_err() {
+        drop(file);
         let _ = root.remove_file(&tmp);
+        return written;
+    }
+    if deferred && let Some(file) = super::durable::hand_over(file.into_std(), &shown())? {
+        // The scope ended while this put ran: sync it here after all.
+        super::durable::sync_file(&file, &shown())?;
     }
     written
 }

@@ -322,8 +322,12 @@ fn fileset_strings_are_quoted() {
 
 #[test]
 fn view_lines_parse() {
-    let text = "aaaa\tbbbb\t@\tdefault\t\nbbbb\tcccc\t-\t\tmain feat? \n";
+    let text = "aaaa\tbbbb\t@\tdefault\t\tzzzz\t\nbbbb\tcccc\t-\t\tmain feat? \tyyyy\tv1 v2\n";
     let v = View::parse(text).unwrap();
+    assert_eq!(v.commits[1].change_id, "yyyy");
+    assert_eq!(v.commits[1].tags, ["v1", "v2"]);
+    // A view cached in the older five-field shape is read anew, not misread.
+    assert!(View::parse("aaaa\tbbbb\t@\tdefault\t\n").is_err());
     assert_eq!(v.working_copy().unwrap().id, "aaaa");
     assert_eq!(v.head().unwrap().as_deref(), Some("bbbb"));
     assert_eq!(v.working_bookmarks().unwrap(), ["main"]);
