@@ -150,7 +150,14 @@ fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::
 /// pin-ref names when it exists, else the highest generation of
 /// `tether.<pin.id>` that does; `None` when every one is gone.
 fn live_pin(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
-    let names = store.ref_names(RefKind::Tag)?;
+    if kit::pin_generation_of(&pin.id, &pin.ref_).is_some()
+        && let Some(r) = store.read_ref(RefKind::Tag, &pin.ref_)?
+    {
+        return Ok(Some((pin.ref_.clone(), r.value)));
+    }
+    // Only this pin's generations: listing every tag per pin made
+    // `verify --all-history` quadratic in the number of pins.
+    let names = store.ref_names_starting(RefKind::Tag, &kit::pin_ref_name(&pin.id, 1))?;
     let Some(name) = kit::live_generation(pin, names.iter().map(String::as_str)) else {
         return Ok(None);
     };

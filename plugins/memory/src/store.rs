@@ -238,10 +238,16 @@ impl Store {
 
     /// Every ref name of `kind`, in key order.
     pub fn ref_names(&self, kind: RefKind) -> Result<Vec<String>> {
+        self.ref_names_starting(kind, "")
+    }
+
+    /// The ref names of `kind` that start with `start`, in key order: one
+    /// listing of just those names (a pin's generations), not of every ref.
+    pub fn ref_names_starting(&self, kind: RefKind, start: &str) -> Result<Vec<String>> {
         let prefix = kind.prefix();
         Ok(self
             .bucket
-            .list_all(prefix)?
+            .list_all(&format!("{prefix}{start}"))?
             .into_iter()
             .filter_map(|m| {
                 m.key
