@@ -273,14 +273,35 @@ out(head(con))
     let opened: Value =
         serde_json::from_str(&seen.ok(d, &["open", "lake", "-r", &first_commit, "--json"]))
             .unwrap();
-    let attach = find_str(&opened, "attach_sql");
+    assert_eq!(
+        opened["address"],
+        format!("{}#snapshot={s2}", lake.metadata),
+        "{opened}"
+    );
+    assert_eq!(opened["type"], "DuckLakeHandle", "{opened}");
+    assert_eq!(opened["read_only"], true, "{opened}");
+    // The handle's typed fields (the library's, not the CLI's JSON shape).
+    let fields = tether_testkit::block_on(async {
+        let repo = tether::engine::Repo::find(&d.root()).expect("the dataset");
+        let opts = tether::engine::open::OpenOptions {
+            key: "lake".into(),
+            rev: Some(first_commit.clone()),
+            ..Default::default()
+        };
+        tether::engine::open::open(&repo, &opts)
+            .await
+            .expect("open the recorded snapshot")
+            .fields
+    });
+    seen.0.push(fields.to_string());
+    let attach = find_str(&fields, "attach_sql");
     assert!(
         attach.contains(&format!("SNAPSHOT_VERSION {s2}"))
             && attach.contains(&lake.metadata)
             && attach.contains("READ_ONLY"),
-        "{opened}"
+        "{fields}"
     );
-    assert_eq!(find_str(&opened, "table_ref"), "lake.main.t", "{opened}");
+    assert_eq!(find_str(&fields, "table_ref"), "lake.main.t", "{fields}");
     let read = py(
         lake,
         r#"
