@@ -327,7 +327,7 @@ out({"handle": via_handle, "at": at})
     assert_eq!(t["detail"], "+4 rows, -1 rows", "{diff}");
     let ab = entry(&diff, "s2.\"a.b\"");
     assert_eq!(ab["change"], "added", "{diff}");
-    assert_eq!(ab["detail"], "created, +1 rows", "{diff}");
+    assert_eq!(ab["detail"], "created, +1 rows, -0 rows", "{diff}");
 
     // History: the catalog's snapshots, newest first, with their changes.
     let log = seen.ok(d, &["log", "lake"]);
