@@ -15,6 +15,7 @@ mod cli_gaps;
 mod commit_rollback;
 mod crash;
 mod delta;
+mod ducklake;
 mod file_cloud;
 mod file_plugin;
 mod file_s3;

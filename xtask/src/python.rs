@@ -28,6 +28,9 @@ const PACKAGES: &[&str] = &[
     "pyiceberg[sql-sqlite,sql-postgres,pyarrow]==0.12.0",
     "duckdb==1.5.5",
     "duckdb-extension-ducklake==1.5.5",
+    // DuckLake's SQLite and PostgreSQL catalogs, read by DuckDB's scanners.
+    "duckdb-extension-sqlite-scanner==1.5.5",
+    "duckdb-extension-postgres-scanner==1.5.5",
     "psycopg[binary]==3.3.9",
     // The Dolt stand-in (no dolt binary builds here): DoltHub's embedded
     // engine behind a real MySQL wire-protocol server.

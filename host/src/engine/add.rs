@@ -360,6 +360,11 @@ pub(crate) fn resolve_local_paths(
         if path.contains("://") || path.is_empty() {
             continue;
         }
+        // Where a backend names its path prefixes, a value under another
+        // scheme (DuckLake's `ducklake:postgres:dbname=...`) is no path.
+        if prefix.is_empty() && !descriptor.local_path_prefixes.is_empty() && has_scheme(&path) {
+            continue;
+        }
         let expanded = match path.strip_prefix('~') {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => dirs::home_dir()
                 .map(|h| format!("{}{rest}", h.display()))
@@ -381,6 +386,18 @@ pub(crate) fn resolve_local_paths(
         }
         locator.insert(field.clone(), Value::String(format!("{prefix}{text}")));
     }
+}
+
+/// Whether `value` starts with a URI-style scheme (`postgres:`, at least two
+/// letters, so a Windows drive letter is not one).
+fn has_scheme(value: &str) -> bool {
+    value.split_once(':').is_some_and(|(scheme, _)| {
+        scheme.len() >= 2
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 /// Lexical normalisation (`.` and `..`), without touching the filesystem: the
