@@ -30,6 +30,7 @@ mod interrupted;
 mod jj_vcs;
 mod lance;
 mod net_http;
+mod neon;
 mod net_sql;
 mod pinning_loop;
 mod plugins_lifecycle;
