@@ -31,8 +31,21 @@ fn problems(report: &Report) -> Vec<String> {
 /// The suite's options for one kind. Most need only a scratch directory;
 /// `iceberg` needs a catalog too: a SQLite file (empty: SQLite takes an
 /// empty file as an empty database, and the harness makes pyiceberg's
-/// tables in it) that the configuration names, as a user's secrets would.
-fn options_for(kind: &str, scratch: &std::path::Path) -> Options {
+/// tables in it) that the configuration names, as a user's secrets would;
+/// `neon` needs a Neon API: the host tests' fake, whose branches are real
+/// PostgreSQL clusters (`fakes` keeps it running).
+fn options_for(kind: &str, scratch: &std::path::Path, fakes: &mut Vec<NeonFake>) -> Options {
+    if kind == "neon" {
+        let fake = NeonFake::start();
+        let config = serde_json::json!({
+            "api_url": fake.api, "sql_url": fake.sql, "allow_http": true, "api_key": NeonFake::KEY,
+        });
+        fakes.push(fake);
+        return Options {
+            config,
+            ..Options::default()
+        };
+    }
     if kind != "iceberg" {
         return Options::default();
     }
@@ -46,6 +59,50 @@ fn options_for(kind: &str, scratch: &std::path::Path) -> Options {
             "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
         }),
         ..Options::default()
+    }
+}
+
+/// `host/tests/support/neon_fake.py`, stopped (with its clusters) when dropped.
+struct NeonFake {
+    child: std::process::Child,
+    api: String,
+    sql: String,
+}
+
+impl NeonFake {
+    const KEY: &str = "conformance-neon-key";
+
+    fn start() -> NeonFake {
+        use std::io::BufRead as _;
+        let script = tether_testkit::repo_root().join("host/tests/support/neon_fake.py");
+        let bin = tether_testkit::postgres_bin_dir().expect("PostgreSQL is installed");
+        let mut child = std::process::Command::new(tether_testkit::python())
+            .arg(script)
+            .arg(bin)
+            .arg(Self::KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the Neon fake");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let mut words = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("the Neon fake said {line:?}"))
+            .split(' ');
+        let api = words.next().unwrap().to_owned();
+        let sql = words.next().unwrap().to_owned();
+        NeonFake { child, api, sql }
+    }
+}
+
+impl Drop for NeonFake {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
     }
 }
 
@@ -70,15 +127,20 @@ async fn every_builtin_plugin_passes_conformance() {
         );
     }
     let scratch = tempfile::tempdir().unwrap();
-    let runs = plugins.iter().map(|plugin| {
-        let options = options_for(plugin.kind(), scratch.path());
-        async move {
+    let mut fakes = Vec::new();
+    let options: Vec<Options> = plugins
+        .iter()
+        .map(|p| options_for(p.kind(), scratch.path(), &mut fakes))
+        .collect();
+    let runs = plugins
+        .iter()
+        .zip(options)
+        .map(|(plugin, options)| async move {
             let report = tether_conformance::run(plugin.clone(), &options)
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", plugin.kind()));
             (plugin.kind().to_owned(), report)
-        }
-    });
+        });
     let mut failed = Vec::new();
     for (kind, report) in futures::future::join_all(runs).await {
         assert_eq!(report.kind, kind);

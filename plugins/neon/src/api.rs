@@ -30,8 +30,6 @@ pub struct Branch {
     pub parent_id: Option<String>,
     #[serde(default)]
     pub parent_lsn: Option<String>,
-    #[serde(default)]
-    pub protected: bool,
 }
 
 /// A compute endpoint.
@@ -95,10 +93,6 @@ impl Api {
             base: base.trim_end_matches('/').to_owned(),
             project: project.to_owned(),
         }
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     fn url(&self, path: &str) -> String {
@@ -234,7 +228,12 @@ impl Api {
     }
 
     /// Restore branch `id` onto `source_id` (at `source_lsn`, else its head).
-    pub fn restore_branch(&self, id: &str, source_id: &str, source_lsn: Option<&str>) -> Result<()> {
+    pub fn restore_branch(
+        &self,
+        id: &str,
+        source_id: &str,
+        source_lsn: Option<&str>,
+    ) -> Result<()> {
         let mut body = json!({"source_branch_id": source_id});
         if let Some(lsn) = source_lsn {
             body["source_lsn"] = json!(lsn);
@@ -287,8 +286,9 @@ impl Api {
         if r.is_success() {
             let v: Value = r.json()?;
             self.finish_operations(&v)?;
-            return serde_json::from_value(v.get("endpoint").cloned().unwrap_or_default())
-                .map_err(|e| Error::backend(format!("Neon's new endpoint is not as documented: {e}")));
+            return serde_json::from_value(v.get("endpoint").cloned().unwrap_or_default()).map_err(
+                |e| Error::backend(format!("Neon's new endpoint is not as documented: {e}")),
+            );
         }
         if matches!(r.status, 409 | 422)
             && let Some(e) = find(self.endpoints()?)

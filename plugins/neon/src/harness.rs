@@ -31,7 +31,8 @@ impl Harness for NeonHarness {
 
     fn new_object(&self, _scratch_uri: &str) -> Result<Value> {
         let b = Self::backend();
-        let (id, database, role) = create_project(b.api_url(), &scratch_name("tether-conformance")?)?;
+        let (id, database, role) =
+            create_project(b.api_url(), &scratch_name("tether-conformance")?)?;
         Ok(json!({"project_id": id, "database": database, "role": role, "branch": "main"}))
     }
 

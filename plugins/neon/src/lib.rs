@@ -40,8 +40,8 @@ mod probe;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tether_sdk::{
-    Backend, Capability, Descriptor, Error, Expected, Handle, PinRef, Result, Target,
-    VerifyReport, VerifyStatus, cap, descriptor,
+    Backend, Capability, Descriptor, Error, Expected, Handle, PinRef, Result, Target, VerifyReport,
+    VerifyStatus, cap, descriptor,
 };
 
 use api::{Api, Branch, READ_ONLY, READ_WRITE};
@@ -205,7 +205,13 @@ impl NeonBackend {
         format!("https://{host}")
     }
 
-    fn probe_state(&self, p: &Project, loc: &Locator, branch: &Branch, kind: &str) -> Result<Value> {
+    fn probe_state(
+        &self,
+        p: &Project,
+        loc: &Locator,
+        branch: &Branch,
+        kind: &str,
+    ) -> Result<Value> {
         let uri = self.uri(p, loc, branch, kind)?;
         let base = self.sql_base(&uri);
         let (lsn, xid) = Compute {
@@ -253,19 +259,10 @@ impl NeonBackend {
     }
 
     /// Create `name` off `parent` (at `lsn`), or restore it there; the name.
-    fn place(
-        &self,
-        p: &Project,
-        name: &str,
-        parent: &Branch,
-        lsn: Option<&str>,
-    ) -> Result<String> {
+    fn place(&self, p: &Project, name: &str, parent: &Branch, lsn: Option<&str>) -> Result<String> {
         match p.by_name(name) {
             None => {
-                if p.api
-                    .create_branch(name, &parent.id, lsn, false)?
-                    .is_none()
-                {
+                if p.api.create_branch(name, &parent.id, lsn, false)?.is_none() {
                     return Err(Error::ref_moved(format!(
                         "branch {name} was created concurrently; nothing was moved"
                     )));
@@ -462,7 +459,11 @@ impl Backend for NeonBackend {
         }
         report(
             VerifyStatus::Ok,
-            format!("pin branch {} read back at commit_xid {}", b.name, Self::content(state).1.unwrap_or("?")),
+            format!(
+                "pin branch {} read back at commit_xid {}",
+                b.name,
+                Self::content(state).1.unwrap_or("?")
+            ),
         )
     }
 
@@ -507,7 +508,18 @@ impl Backend for NeonBackend {
         // the branch its pin hangs off).
         let at_source = match source {
             Target::Recorded(state) => Some(state.clone()),
-            _ => self.probe_state(&p, loc, parent, if matches!(source, Target::Pinned(_)) { READ_ONLY } else { READ_WRITE }).ok(),
+            _ => self
+                .probe_state(
+                    &p,
+                    loc,
+                    parent,
+                    if matches!(source, Target::Pinned(_)) {
+                        READ_ONLY
+                    } else {
+                        READ_WRITE
+                    },
+                )
+                .ok(),
         };
         if let Some(src) = at_source {
             let now = self.probe_state(&p, loc, b, READ_WRITE)?;
@@ -559,7 +571,13 @@ impl Backend for NeonBackend {
             .collect())
     }
 
-    fn rename_pin(&self, loc: &Locator, old: &PinRef, state: &Value, new_id: &str) -> Result<PinRef> {
+    fn rename_pin(
+        &self,
+        loc: &Locator,
+        old: &PinRef,
+        state: &Value,
+        new_id: &str,
+    ) -> Result<PinRef> {
         let p = self.project(loc)?;
         let new = tether_sdk::kit::pin_ref_name(new_id, 1);
         if p.by_name(&new).is_some() {
@@ -701,7 +719,6 @@ mod tests {
             name: name.into(),
             parent_id: parent.map(Into::into),
             parent_lsn: None,
-            protected: false,
         }
     }
 
@@ -726,10 +743,12 @@ mod tests {
     #[test]
     fn locators_need_project_database_and_role() {
         let b = NeonBackend::default();
-        let loc: Locator = serde_json::from_value(json!({"project_id": "p", "database": "d"})).unwrap();
+        let loc: Locator =
+            serde_json::from_value(json!({"project_id": "p", "database": "d"})).unwrap();
         assert!(b.validate_locator(&loc).is_err());
         let loc: Locator =
-            serde_json::from_value(json!({"project_id": "p", "database": "d", "role": "r"})).unwrap();
+            serde_json::from_value(json!({"project_id": "p", "database": "d", "role": "r"}))
+                .unwrap();
         assert_eq!(
             b.identity(&loc).unwrap(),
             json!({"project_id": "p", "branch": "main"})

@@ -113,21 +113,3 @@ impl Compute<'_> {
             .ok_or_else(|| Error::backend("the writer probe returned no count"))
     }
 }
-
-/// An LSN `X/Y` as a number, for ordering.
-pub fn lsn_value(lsn: &str) -> Option<u64> {
-    let (hi, lo) = lsn.split_once('/')?;
-    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lsns_order() {
-        assert_eq!(lsn_value("0/16B3748"), Some(0x16B3748));
-        assert!(lsn_value("1/0").unwrap() > lsn_value("0/FFFFFFFF").unwrap());
-        assert_eq!(lsn_value("nope"), None);
-    }
-}
