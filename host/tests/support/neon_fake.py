@@ -478,6 +478,21 @@ class Api(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def body(self):
+        """The request body, `content-length` or chunked."""
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
     def reply(self, status, value):
         data = json.dumps(value).encode()
         assert API_KEY.encode() not in data
@@ -488,8 +503,7 @@ class Api(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def handle_any(self):
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.body()
         if self.headers.get("authorization") != f"Bearer {API_KEY}":
             return self.reply(401, {"code": "", "message": "authorization failed"})
         url = urllib.parse.urlsplit(self.path)
@@ -516,8 +530,7 @@ def sql_params(query, params):
 
 class Sql(Api):
     def handle_any(self):
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.body()
         if self.command != "POST" or urllib.parse.urlsplit(self.path).path != "/sql":
             return self.reply(404, {"message": "not found"})
         if self.headers.get("authorization") is not None:

@@ -108,6 +108,10 @@ impl Api {
             let req = Request::new(method, &url).header("accept", "application/json");
             match &body {
                 Some(b) => req.json(b),
+                // An explicit empty body (`content-length: 0`): without one a
+                // body-less DELETE goes out chunked, which some servers
+                // answer badly.
+                None if method != "GET" => req.body(Vec::new()),
                 None => req,
             }
         })?;
