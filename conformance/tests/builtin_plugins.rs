@@ -28,39 +28,97 @@ fn problems(report: &Report) -> Vec<String> {
     out
 }
 
-/// The suite's options for one kind, and the server they need kept running.
-/// Most need only a scratch directory; `iceberg` needs a catalog too: a
-/// SQLite file (empty: SQLite takes an empty file as an empty database, and
-/// the harness makes pyiceberg's tables in it) that the configuration names,
-/// as a user's secrets would; `ducklake` makes a catalog per object in a
-/// schema of a real PostgreSQL database (`--scratch postgres://...`).
+/// The suite's options for one kind; what it needs kept running goes into
+/// `keep` (dropped, and stopped, after the runs). Most need only a scratch
+/// directory; `iceberg` needs a catalog too: a SQLite file (empty: SQLite
+/// takes an empty file as an empty database, and the harness makes
+/// pyiceberg's tables in it) that the configuration names, as a user's
+/// secrets would; `ducklake` makes a catalog per object in a schema of a
+/// real PostgreSQL database (`--scratch postgres://...`); `neon` needs a Neon
+/// API: the host tests' fake, whose branches are real PostgreSQL clusters.
 fn options_for(
     kind: &str,
     scratch: &std::path::Path,
-) -> (Options, Option<tether_testkit::Postgres>) {
+    keep: &mut Vec<Box<dyn std::any::Any>>,
+) -> Options {
     if kind == "ducklake" {
         let pg = tether_testkit::Postgres::start();
         let options = Options {
             sql_scratch: Some(pg.url("postgres")),
             ..Options::default()
         };
-        return (options, Some(pg));
+        keep.push(Box::new(pg));
+        return options;
+    }
+    if kind == "neon" {
+        let fake = NeonFake::start();
+        let config = serde_json::json!({
+            "api_url": fake.api, "sql_url": fake.sql, "allow_http": true, "api_key": NeonFake::KEY,
+        });
+        keep.push(Box::new(fake));
+        return Options {
+            config,
+            ..Options::default()
+        };
     }
     if kind != "iceberg" {
-        return (Options::default(), None);
+        return Options::default();
     }
     let db = scratch.join("iceberg-catalog.db");
     std::fs::write(&db, b"").unwrap();
     let dir = scratch.join("iceberg");
     std::fs::create_dir_all(&dir).unwrap();
-    let options = Options {
+    Options {
         scratch: tether_conformance::Scratch::Uri(dir.display().to_string()),
         config: serde_json::json!({
             "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
         }),
         ..Options::default()
-    };
-    (options, None)
+    }
+}
+
+/// `host/tests/support/neon_fake.py`, stopped (with its clusters) when dropped.
+struct NeonFake {
+    child: std::process::Child,
+    api: String,
+    sql: String,
+}
+
+impl NeonFake {
+    const KEY: &str = "conformance-neon-key";
+
+    fn start() -> NeonFake {
+        use std::io::BufRead as _;
+        let script = tether_testkit::repo_root().join("host/tests/support/neon_fake.py");
+        let bin = tether_testkit::postgres_bin_dir().expect("PostgreSQL is installed");
+        let mut child = std::process::Command::new(tether_testkit::python())
+            .arg(script)
+            .arg(bin)
+            .arg(Self::KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the Neon fake");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let mut words = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("the Neon fake said {line:?}"))
+            .split(' ');
+        let api = words.next().unwrap().to_owned();
+        let sql = words.next().unwrap().to_owned();
+        NeonFake { child, api, sql }
+    }
+}
+
+impl Drop for NeonFake {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,7 +131,7 @@ async fn every_builtin_plugin_passes_conformance() {
     let plugins = builtin::load_all(&runtime).await.unwrap();
     let kinds: BTreeSet<&str> = plugins.iter().map(|p| p.kind()).collect();
     // The ones this test was written with; any later one is covered too.
-    for kind in ["delta", "file", "git", "icechunk", "lance", "memory"] {
+    for kind in ["delta", "ducklake", "file", "git", "iceberg", "icechunk", "lance", "memory", "neon"] {
         assert!(kinds.contains(kind), "{kind} is not built in: {kinds:?}");
     }
     for plugin in &plugins {
@@ -84,16 +142,20 @@ async fn every_builtin_plugin_passes_conformance() {
         );
     }
     let scratch = tempfile::tempdir().unwrap();
-    let runs = plugins.iter().map(|plugin| {
-        let (options, server) = options_for(plugin.kind(), scratch.path());
-        async move {
-            let _server = server;
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    let options: Vec<Options> = plugins
+        .iter()
+        .map(|p| options_for(p.kind(), scratch.path(), &mut keep))
+        .collect();
+    let runs = plugins
+        .iter()
+        .zip(options)
+        .map(|(plugin, options)| async move {
             let report = tether_conformance::run(plugin.clone(), &options)
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", plugin.kind()));
             (plugin.kind().to_owned(), report)
-        }
-    });
+        });
     let mut failed = Vec::new();
     for (kind, report) in futures::future::join_all(runs).await {
         assert_eq!(report.kind, kind);

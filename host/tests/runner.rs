@@ -33,6 +33,7 @@ mod install;
 mod interrupted;
 mod jj_vcs;
 mod lance;
+mod neon;
 mod net_http;
 mod net_sql;
 mod pinning_loop;
