@@ -1,11 +1,13 @@
 """The tests' stand-in for `dolt sql-server`: the MySQL wire protocol
 (mysql-mimic) in front of DoltHub's embedded engine (doltlite).
 
-    dolt_server.py USER PASSWORD NAME=PATH [NAME=PATH ...]
+    dolt_server.py USER PASSWORD DIR [DATABASE ...]
 
 Listens on a free 127.0.0.1 port, prints `listening <port>` on its first
-line, and serves each database NAME from the doltlite file PATH (created if
-missing). Clients log in as USER with PASSWORD (mysql_native_password).
+line, and serves each database NAME from the doltlite file DIR/NAME.db, as
+`dolt sql-server` serves a directory of databases; `CREATE DATABASE NAME`
+makes one, as does naming it after DIR. Clients log in as USER with PASSWORD (mysql_native_password; an
+empty PASSWORD lets USER in without one).
 Every MySQL connection gets its own doltlite connection, so each session has
 its own checked-out branch, as in Dolt. No dolt binary can be built on this
 machine; doltlite gives branches, tags, merges and conflicts Dolt's
@@ -26,6 +28,8 @@ Statements pass to doltlite unchanged except for what must be translated
 - a merge that conflicts inside a transaction: doltlite raises, Dolt returns
   a row with `conflicts = 1` and leaves the transaction open; the stand-in
   returns Dolt's row;
+- `CREATE DATABASE [IF NOT EXISTS] name` makes DIR/name.db (doltlite gives
+  it its first commit on `main`, as Dolt does);
 - revision databases: `USE `db/branch`` (or connecting to `db/branch`)
   checks the branch out in the session (`dolt_checkout`); `db` alone is the
   default branch `main`.
@@ -42,6 +46,7 @@ What the stand-in cannot answer as `dolt sql-server` would (UNSUPPORTED):
 """
 
 import asyncio
+import pathlib
 import re
 import sys
 
@@ -57,9 +62,14 @@ from mysql_mimic.variables import GlobalVariables, SessionVariables
 CALL = re.compile(r"^\s*CALL\s+(DOLT_[A-Z_]+)\s*\((.*)\)\s*;?\s*$", re.I | re.S)
 USE = re.compile(r"^\s*USE\s+`?([^`;\s]+)`?\s*;?\s*$", re.I)
 FIRST = re.compile(r"^\s*([A-Za-z]+)")
+CREATE_DB = re.compile(r"^\s*CREATE\s+DATABASE\s+(IF\s+NOT\s+EXISTS\s+)?`?(\w+)`?\s*;?\s*$", re.I)
 CONFLICT = re.compile(r"Merge has (\d+) conflict", re.I)
 # The first argument of a procedure call, when it is a quoted option.
 ARGS = re.compile(r"'((?:[^'\\]|\\.|'')*)'|(\d+)")
+
+# MySQL's ER_BAD_DB_ERROR and ER_DB_CREATE_EXISTS (mysql-mimic names neither).
+BAD_DB_ERROR = 1049
+DB_CREATE_EXISTS = 1007
 
 # What each procedure returns in Dolt (one row).
 RESULT_COLUMNS = {
@@ -86,7 +96,7 @@ def quoted_args(text):
 class Identity(IdentityProvider):
     def __init__(self, user, password):
         self.user = user
-        self.auth = NativePasswordAuthPlugin.create_auth_string(password)
+        self.auth = NativePasswordAuthPlugin.create_auth_string(password) if password else None
 
     def get_plugins(self):
         return [NativePasswordAuthPlugin()]
@@ -100,11 +110,11 @@ class Identity(IdentityProvider):
 class DoltSession(BaseSession):
     """One MySQL session: one doltlite connection to the database it uses."""
 
-    def __init__(self, databases):
+    def __init__(self, root):
         self.variables = SessionVariables(GlobalVariables())
         self.username = None
         self.database = None
-        self.databases = databases
+        self.root = root
         self.conn = None
         self.conn_name = None
 
@@ -122,11 +132,12 @@ class DoltSession(BaseSession):
 
     async def use(self, database):
         name, _, rev = database.partition("/")
-        if name not in self.databases:
-            fail(f"database not found: {database}", ErrorCode.BAD_DB_ERROR)
+        path = self._path(name)
+        if not path.is_file():
+            fail(f"database not found: {database}", BAD_DB_ERROR)
         if self.conn_name != name:
             await self.close()
-            self.conn = await asyncio.to_thread(self._open, self.databases[name])
+            self.conn = await asyncio.to_thread(self._open, path)
             self.conn_name = name
         branch = rev or "main"
         branches = [r[0] for r in await self._run("SELECT name FROM dolt_branches")]
@@ -134,10 +145,24 @@ class DoltSession(BaseSession):
             fail(
                 f"the stand-in serves revision databases for branches only; {database!r} "
                 "names no branch (Dolt would open a tag or commit read-only)",
-                ErrorCode.BAD_DB_ERROR,
+                BAD_DB_ERROR,
             )
         await self._run("SELECT dolt_checkout(?)", (branch,))
         self.database = database
+
+    def _path(self, name):
+        if not re.fullmatch(r"\w+", name):
+            fail(f"database not found: {name}", BAD_DB_ERROR)
+        return self.root / f"{name}.db"
+
+    async def _create(self, name, if_not_exists):
+        path = self._path(name)
+        if path.exists():
+            if if_not_exists:
+                return None
+            fail(f"can't create database {name}; database exists", DB_CREATE_EXISTS)
+        await asyncio.to_thread(lambda: self._open(path).close())
+        return None
 
     @staticmethod
     def _open(path):
@@ -172,6 +197,9 @@ class DoltSession(BaseSession):
             if self.conn is not None and self.conn.in_transaction:
                 await self._run(first)
             return None
+        m = CREATE_DB.match(sql)
+        if m:
+            return await self._create(m.group(2), bool(m.group(1)))
         m = USE.match(sql)
         if m:
             await self.use(m.group(1))
@@ -220,15 +248,12 @@ class DoltSession(BaseSession):
 
 
 async def main():
-    user, password = sys.argv[1], sys.argv[2]
-    databases = {}
-    for spec in sys.argv[3:]:
-        name, _, path = spec.partition("=")
-        databases[name] = path
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.close()
+    user, password, root = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+    root.mkdir(parents=True, exist_ok=True)
+    for name in sys.argv[4:]:
+        sqlite3.connect(root / f"{name}.db").close()
     server = MysqlServer(
-        session_factory=lambda: DoltSession(databases),
+        session_factory=lambda: DoltSession(root),
         identity_provider=Identity(user, password),
     )
     await server.start_server(host="127.0.0.1", port=0)
