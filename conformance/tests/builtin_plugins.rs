@@ -28,25 +28,39 @@ fn problems(report: &Report) -> Vec<String> {
     out
 }
 
-/// The suite's options for one kind. Most need only a scratch directory;
-/// `iceberg` needs a catalog too: a SQLite file (empty: SQLite takes an
-/// empty file as an empty database, and the harness makes pyiceberg's
-/// tables in it) that the configuration names, as a user's secrets would.
-fn options_for(kind: &str, scratch: &std::path::Path) -> Options {
+/// The suite's options for one kind, and the server it needs kept running.
+/// Most need only a scratch directory; `iceberg` needs a catalog too: a
+/// SQLite file (empty: SQLite takes an empty file as an empty database, and
+/// the harness makes pyiceberg's tables in it) that the configuration names,
+/// as a user's secrets would; `dolt` needs a server: the Dolt stand-in,
+/// named by the SQL scratch.
+fn options_for(
+    kind: &str,
+    scratch: &std::path::Path,
+) -> (Options, Option<tether_testkit::DoltServer>) {
+    if kind == "dolt" {
+        let server = tether_testkit::DoltServer::start(&scratch.join("dolt"), &["conformance"]);
+        let options = Options {
+            sql_scratch: Some(server.url("conformance")),
+            ..Options::default()
+        };
+        return (options, Some(server));
+    }
     if kind != "iceberg" {
-        return Options::default();
+        return (Options::default(), None);
     }
     let db = scratch.join("iceberg-catalog.db");
     std::fs::write(&db, b"").unwrap();
     let dir = scratch.join("iceberg");
     std::fs::create_dir_all(&dir).unwrap();
-    Options {
+    let options = Options {
         scratch: tether_conformance::Scratch::Uri(dir.display().to_string()),
         config: serde_json::json!({
             "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
         }),
         ..Options::default()
-    }
+    };
+    (options, None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,8 +85,9 @@ async fn every_builtin_plugin_passes_conformance() {
     }
     let scratch = tempfile::tempdir().unwrap();
     let runs = plugins.iter().map(|plugin| {
-        let options = options_for(plugin.kind(), scratch.path());
+        let (options, server) = options_for(plugin.kind(), scratch.path());
         async move {
+            let _server = server;
             let report = tether_conformance::run(plugin.clone(), &options)
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", plugin.kind()));

@@ -15,6 +15,7 @@ mod cli_gaps;
 mod commit_rollback;
 mod crash;
 mod delta;
+mod dolt;
 mod file_plugin;
 mod file_s3;
 mod git_plugin;
