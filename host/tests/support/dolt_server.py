@@ -34,6 +34,11 @@ Statements pass to doltlite unchanged except for what must be translated
   checks the branch out in the session (`dolt_checkout`); `db` alone is the
   default branch `main`.
 
+One fix to the wire protocol itself: mysql-mimic sends an EOF packet after a
+prepared statement's parameter definitions even to a client that set
+CLIENT_DEPRECATE_EOF (sqlx does); the stand-in sends none then, as MySQL and
+Dolt do (`_stmt_prepare_response`).
+
 What the stand-in cannot answer as `dolt sql-server` would (UNSUPPORTED):
 
 - revision databases at a tag or a commit hash (`db/v1`, `db/<hash>`,
@@ -53,7 +58,8 @@ import sys
 import doltlite  # noqa: F401  (swaps sqlite3's engine for libdoltlite)
 import sqlite3
 
-from mysql_mimic import MysqlServer, User
+from mysql_mimic import MysqlServer, User, packets
+from mysql_mimic.connection import Connection
 from mysql_mimic.auth import IdentityProvider, NativePasswordAuthPlugin
 from mysql_mimic.errors import ErrorCode, MysqlError
 from mysql_mimic.session import BaseSession
@@ -76,6 +82,22 @@ RESULT_COLUMNS = {
     "DOLT_COMMIT": ["hash"],
     "DOLT_MERGE": ["hash", "fast_forward", "conflicts", "message"],
 }
+
+
+def _stmt_prepare_response(self, statement):
+    """mysql-mimic 3.0.5 ends a prepared statement's parameter definitions
+    with an EOF packet even when the client set CLIENT_DEPRECATE_EOF, as
+    sqlx does; the MySQL protocol (and `dolt sql-server`) sends none then,
+    and sqlx reads the stray packet as the next result. Sent as MySQL does."""
+    yield packets.make_com_stmt_prepare_ok(statement)
+    if statement.num_params:
+        for _ in range(statement.num_params):
+            yield packets.make_column_definition_41(server_charset=self.server_charset, name="?")
+        if not self.deprecate_eof():
+            yield self.eof()
+
+
+Connection.com_stmt_prepare_response = _stmt_prepare_response
 
 
 def fail(message, code=ErrorCode.UNKNOWN_ERROR):
