@@ -73,7 +73,11 @@ impl Harness for DoltHarness {
 
     fn mutate(&self, loc: &Locator, working_ref: Option<&str>) -> Result<()> {
         let branch = working_ref.unwrap_or(&loc.branch);
+        // The harness's connection is the scratch database's: switch to
+        // the object's, on the same server.
+        let database = loc.server()?.database;
         let db = Db::open()?;
+        db.conn().execute(&format!("USE `{database}`"), &[])?;
         db.checkout(branch)?;
         let id = new_row_id()?;
         db.conn().execute(

@@ -449,9 +449,7 @@ impl Backend for DoltBackend {
                 PinSlot::Create(tag) => match db.call("DOLT_TAG", &[tag, commit]) {
                     Ok(_) => return Ok(slot.pin_ref(pin_id)),
                     // Someone made it first: read the tags again.
-                    Err(e) if db.tags()?.contains_key(tag) => {
-                        let _ = e;
-                    }
+                    Err(_) if db.tags()?.contains_key(tag) => {}
                     Err(e) => return Err(Error::backend(format!("DOLT_TAG failed: {e}"))),
                 },
             }
