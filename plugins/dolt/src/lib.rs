@@ -795,7 +795,7 @@ mod tests {
             "mysql://root@127.0.0.1:3307/db/tether.x"
         );
         let s = Server::parse("mysql://h/db").unwrap();
-        assert_eq!((s.port, s.user), (3306, None));
+        assert_eq!((s.port, s.user.as_deref()), (3306, None));
         assert_eq!(s.revision_url("main"), "mysql://h:3306/db/main");
         for bad in [
             "postgres://h/db",
