@@ -35,7 +35,8 @@ fn problems(report: &Report) -> Vec<String> {
 /// pyiceberg's tables in it) that the configuration names, as a user's
 /// secrets would; `ducklake` makes a catalog per object in a schema of a
 /// real PostgreSQL database (`--scratch postgres://...`); `neon` needs a Neon
-/// API: the host tests' fake, whose branches are real PostgreSQL clusters.
+/// API: the host tests' fake, whose branches are real PostgreSQL clusters;
+/// `dolt` needs a server: the Dolt stand-in, named by the SQL scratch.
 fn options_for(
     kind: &str,
     scratch: &std::path::Path,
@@ -50,6 +51,15 @@ fn options_for(
         keep.push(Box::new(pg));
         return options;
     }
+    if kind == "dolt" {
+        let server = tether_testkit::DoltServer::start(&scratch.join("dolt"), &["conformance"]);
+        let options = Options {
+            sql_scratch: Some(server.url("conformance")),
+            ..Options::default()
+        };
+        keep.push(Box::new(server));
+        return options;
+    }
     if kind == "neon" {
         let fake = NeonFake::start();
         let config = serde_json::json!({
@@ -62,19 +72,20 @@ fn options_for(
         };
     }
     if kind != "iceberg" {
-        return Options::default();
+        return (Options::default(), None);
     }
     let db = scratch.join("iceberg-catalog.db");
     std::fs::write(&db, b"").unwrap();
     let dir = scratch.join("iceberg");
     std::fs::create_dir_all(&dir).unwrap();
-    Options {
+    let options = Options {
         scratch: tether_conformance::Scratch::Uri(dir.display().to_string()),
         config: serde_json::json!({
             "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
         }),
         ..Options::default()
-    }
+    };
+    (options, None)
 }
 
 /// `host/tests/support/neon_fake.py`, stopped (with its clusters) when dropped.
@@ -131,7 +142,7 @@ async fn every_builtin_plugin_passes_conformance() {
     let plugins = builtin::load_all(&runtime).await.unwrap();
     let kinds: BTreeSet<&str> = plugins.iter().map(|p| p.kind()).collect();
     // The ones this test was written with; any later one is covered too.
-    for kind in ["delta", "ducklake", "file", "git", "iceberg", "icechunk", "lance", "memory", "neon"] {
+    for kind in ["delta", "dolt", "ducklake", "file", "git", "iceberg", "icechunk", "lance", "memory", "neon"] {
         assert!(kinds.contains(kind), "{kind} is not built in: {kinds:?}");
     }
     for plugin in &plugins {

@@ -15,6 +15,7 @@ mod cli_gaps;
 mod commit_rollback;
 mod crash;
 mod delta;
+mod dolt;
 mod ducklake;
 mod file_cloud;
 mod file_plugin;

@@ -806,6 +806,83 @@ impl Drop for Postgres {
 
 static NEXT_PG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
+/// The tests' stand-in for `dolt sql-server` (`host/tests/support/dolt_server.py`:
+/// the MySQL wire protocol in front of DoltHub's embedded doltlite) on a
+/// free 127.0.0.1 port, serving a directory of databases and requiring
+/// [`DoltServer::USER`] / [`DoltServer::PASSWORD`]. Killed when dropped.
+pub struct DoltServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl DoltServer {
+    /// The user clients log in as.
+    pub const USER: &'static str = "dolt";
+    /// Its password: tests assert it never reaches a plugin or an output.
+    pub const PASSWORD: &'static str = "dolt-secret-7d1e5a";
+
+    /// Serve the databases under `dir` (made if missing), with `databases`
+    /// created first.
+    pub fn start(dir: &Path, databases: &[&str]) -> Self {
+        use std::io::{BufRead as _, BufReader};
+        use std::process::Stdio;
+        let script = repo_root().join("host/tests/support/dolt_server.py");
+        let mut child = Command::new(python())
+            .arg(&script)
+            .args([Self::USER, Self::PASSWORD])
+            .arg(dir)
+            .args(databases)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect(
+                "start the Dolt stand-in (run `cargo xtask setup` for doltlite and mysql-mimic)",
+            );
+        let mut line = String::new();
+        let read = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
+        let port = read
+            .ok()
+            .and_then(|_| line.trim().strip_prefix("listening ")?.parse().ok());
+        match port {
+            Some(port) => DoltServer { child, port },
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the Dolt stand-in did not start (printed {line:?})");
+            }
+        }
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `mysql://dolt:PASSWORD@127.0.0.1:PORT/DB`.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "mysql://{}:{}@127.0.0.1:{}/{database}",
+            Self::USER,
+            Self::PASSWORD,
+            self.port
+        )
+    }
+
+    /// `mysql://127.0.0.1:PORT`: the server, as secrets.toml's `[uris]`
+    /// entry names it.
+    pub fn server_uri(&self) -> String {
+        format!("mysql://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for DoltServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A port of 127.0.0.1 nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

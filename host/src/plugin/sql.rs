@@ -228,15 +228,33 @@ impl SqlGrants {
             if grant.password.is_some() || grant.address.is_err() {
                 continue;
             }
-            let Some(settings) = uri_settings(&grant.shown) else {
-                continue;
-            };
-            let password = match (settings.get("password"), settings.get("password_env")) {
-                (Some(Json::String(p)), _) => Some(p.clone()),
-                (_, Some(Json::String(var))) => env(var),
+            // A MySQL server's credentials are the server's: its entry is
+            // `mysql://host:port` (or `.../database`), matched without the
+            // address's user, and may name the user too.
+            let mysql = match &grant.address {
+                Ok(Address::MySql(options)) => Some(options.clone()),
                 _ => None,
             };
-            grant.password = password.filter(|p| !p.is_empty()).map(Password);
+            let lookup = match &mysql {
+                Some(_) => mysql_without_user(&grant.shown),
+                None => grant.shown.clone(),
+            };
+            let Some(settings) = uri_settings(&lookup) else {
+                continue;
+            };
+            let setting =
+                |plain: &str| match (settings.get(plain), settings.get(&format!("{plain}_env"))) {
+                    (Some(Json::String(v)), _) => Some(v.clone()),
+                    (_, Some(Json::String(var))) => env(var),
+                    _ => None,
+                };
+            grant.password = setting("password").filter(|p| !p.is_empty()).map(Password);
+            if let Some(options) = mysql
+                && mysql_user(&grant.shown).is_none()
+                && let Some(user) = setting("user").filter(|u| !u.is_empty())
+            {
+                grant.address = Ok(Address::MySql(Box::new(options.username(&user))));
+            }
         }
         self
     }
@@ -246,10 +264,20 @@ impl SqlGrants {
     /// scratch database as the harness saw it.
     pub fn with_passwords_of(mut self, other: &SqlGrants) -> SqlGrants {
         for grant in self.grants.iter_mut().filter(|g| g.password.is_none()) {
+            // MySQL credentials belong to the server and user, whatever the
+            // database (a harness makes databases on its scratch server).
+            let same = |o: &SqlGrant| {
+                o.shown == grant.shown
+                    || matches!(
+                        (&o.address, &grant.address),
+                        (Ok(Address::MySql(_)), Ok(Address::MySql(_)))
+                    ) && mysql_server(&o.shown).is_some()
+                        && mysql_server(&o.shown) == mysql_server(&grant.shown)
+            };
             if let Some(known) = other
                 .grants
                 .iter()
-                .find(|o| o.shown == grant.shown && o.password.is_some())
+                .find(|o| same(o) && o.password.is_some())
             {
                 grant.password = known.password.clone();
             }
@@ -499,6 +527,36 @@ fn sqlite_path(rest: &str) -> Result<PathBuf, String> {
     }
     let decoded = percent_encoding::percent_decode_str(trimmed).decode_utf8_lossy();
     Ok(Path::new("/").join(decoded.as_ref()))
+}
+
+/// A MySQL address (the plugin's copy, no password) without its user: what
+/// secrets.toml's `[uris."mysql://host:port"]` entries are matched against.
+fn mysql_without_user(shown: &str) -> String {
+    match url::Url::parse(shown) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            url.to_string()
+        }
+        Err(_) => shown.to_string(),
+    }
+}
+
+/// The user a MySQL address names, if any.
+fn mysql_user(shown: &str) -> Option<String> {
+    url::Url::parse(shown)
+        .ok()
+        .map(|u| u.username().to_string())
+        .filter(|u| !u.is_empty())
+}
+
+/// A MySQL address's server and user: `(user, host, port)`.
+fn mysql_server(shown: &str) -> Option<(String, String, u16)> {
+    let url = url::Url::parse(shown).ok()?;
+    Some((
+        url.username().to_string(),
+        url.host_str()?.to_string(),
+        url.port().unwrap_or(3306),
+    ))
 }
 
 /// The plugin's copy of a value the host cannot use: its password removed
@@ -1522,6 +1580,49 @@ mod tests {
             Some(Password("from-env".into()))
         );
         assert_eq!(g.get("n").unwrap().password, Some(Password("own".into())));
+    }
+
+    #[test]
+    fn mysql_credentials_are_the_servers() {
+        let mut locator = json!({"url": "mysql://127.0.0.1:3307/db", "named": "mysql://bob@h:1/d"});
+        let g = grants(&["url", "named"], &mut locator, &mut json!({}), json!({}));
+        let g = g.with_uri_settings(
+            |addr| {
+                assert!(!addr.contains("bob"), "matched without the user: {addr}");
+                Some(
+                    json!({"user": "dolt", "password_env": "PW_VAR"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )
+            },
+            |var| (var == "PW_VAR").then(|| "from-env".to_string()),
+        );
+        let url = g.get("url").unwrap();
+        assert_eq!(url.password, Some(Password("from-env".into())));
+        assert!(
+            matches!(&url.address, Ok(Address::MySql(o)) if o.get_username() == "dolt"),
+            "{url:?}"
+        );
+        let named = g.get("named").unwrap();
+        assert!(
+            matches!(&named.address, Ok(Address::MySql(o)) if o.get_username() == "bob"),
+            "the address's own user stays: {named:?}"
+        );
+        // Another database on the same server and user shares the password.
+        let mut other = json!({"url": "mysql://dolt@127.0.0.1:3307/other"});
+        let known = grants(
+            &["url"],
+            &mut json!({"url": "mysql://dolt:pw@127.0.0.1:3307/db"}),
+            &mut json!({}),
+            json!({}),
+        );
+        let g = grants(&["url"], &mut other, &mut json!({}), json!({})).with_passwords_of(&known);
+        assert_eq!(g.get("url").unwrap().password, Some(Password("pw".into())));
+        let mut elsewhere = json!({"url": "mysql://dolt@127.0.0.1:3308/db"});
+        let g =
+            grants(&["url"], &mut elsewhere, &mut json!({}), json!({})).with_passwords_of(&known);
+        assert_eq!(g.get("url").unwrap().password, None, "another server's");
     }
 
     #[test]
