@@ -377,21 +377,12 @@ impl Azurite {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .expect("run azurite-blob");
-            // Ready when it accepts connections; exited means the port was taken.
-            for _ in 0..1200 {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Some(Self {
-                        child,
-                        endpoint: format!("http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"),
-                    });
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+            if listening(&mut child, port, std::time::Duration::from_secs(60)) {
+                return Some(Self {
+                    child,
+                    endpoint: format!("http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"),
+                });
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("Azurite did not start listening");
     }
@@ -538,17 +529,9 @@ impl GcsServer {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .expect("run fake-gcs-server");
-            for _ in 0..400 {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Self { child, port };
-                }
-                std::thread::sleep(std::time::Duration::from_millis(25));
+            if listening(&mut child, port, std::time::Duration::from_secs(10)) {
+                return Self { child, port };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("fake-gcs-server did not start listening");
     }
@@ -881,6 +864,24 @@ impl Drop for DoltServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Wait until `child` accepts connections on 127.0.0.1:`port` (true), or
+/// exits (the port was taken) or `within` passes (false: it is stopped).
+fn listening(child: &mut std::process::Child, port: u16, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
 }
 
 /// A port of 127.0.0.1 nothing listens on now.
