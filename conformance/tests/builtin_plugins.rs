@@ -142,7 +142,10 @@ async fn every_builtin_plugin_passes_conformance() {
     let plugins = builtin::load_all(&runtime).await.unwrap();
     let kinds: BTreeSet<&str> = plugins.iter().map(|p| p.kind()).collect();
     // The ones this test was written with; any later one is covered too.
-    for kind in ["delta", "dolt", "ducklake", "file", "git", "iceberg", "icechunk", "lance", "memory", "neon"] {
+    for kind in [
+        "delta", "dolt", "ducklake", "file", "git", "iceberg", "icechunk", "lance", "memory",
+        "neon",
+    ] {
         assert!(kinds.contains(kind), "{kind} is not built in: {kinds:?}");
     }
     for plugin in &plugins {

@@ -156,7 +156,10 @@ fn pin_fork_write_conflict_promote_gc() {
         ],
     );
     assert!(added.starts_with("added db [dolt]"), "{added}");
-    assert!(added.contains("experimental"), "{added}");
+    assert!(
+        added.contains("experimental: what it was tested against is in the user guide, docs/guide/backends/dolt.md"),
+        "{added}"
+    );
 
     // Pin: a Dolt tag at main's head.
     let main1 = head(&server, "main");

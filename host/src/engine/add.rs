@@ -178,9 +178,8 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         "summary": format!("added {key} [{}]", req.kind),
         "manifests": {key.as_str(): m.to_json()},
     }))?;
-    let note = (descriptor.maturity == "experimental").then(|| {
-        format!("the {} backend is experimental: it is tested against a fake of its service, not the service itself", req.kind)
-    });
+    let note = super::backends::experimental_note(&plugin)
+        .map(|n| format!("the {} backend is {n}", req.kind));
     Ok(AddReport {
         key,
         kind: req.kind,

@@ -34,6 +34,23 @@ pub struct BackendInfo {
     pub imports: Vec<String>,
 }
 
+/// What `add` and `backends` say about an experimental plugin: where what it
+/// was tested against is written (a built-in's guide page; a third-party
+/// plugin's author), since that differs per backend (real libraries, a
+/// stand-in server, a fake API).
+pub fn experimental_note(p: &Plugin) -> Option<String> {
+    let d = p.descriptor();
+    (d.maturity == "experimental").then(|| match p.source() {
+        crate::plugin::PluginSource::BuiltIn => format!(
+            "experimental: what it was tested against is in the user guide, docs/guide/backends/{}.md",
+            d.kind
+        ),
+        crate::plugin::PluginSource::Path(_) => {
+            "experimental: its author marks it not ready for production data".to_string()
+        }
+    })
+}
+
 fn row(p: &Plugin, pinned: bool) -> BackendInfo {
     let d = p.descriptor();
     BackendInfo {
@@ -46,9 +63,7 @@ fn row(p: &Plugin, pinned: bool) -> BackendInfo {
             .iter()
             .map(|c| c.to_ascii_lowercase())
             .collect(),
-        note: (d.maturity == "experimental").then(|| {
-            "experimental: tested against a fake of its service, not the service itself".to_string()
-        }),
+        note: experimental_note(p),
         source: p.source().to_string(),
         digest: p.digest().to_string(),
         pinned,
