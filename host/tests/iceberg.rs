@@ -628,10 +628,12 @@ out(True)
     assert!(!out.status.success(), "{}", describe(&out));
 }
 
-/// Gzip metadata (`write.metadata.compression-codec = gzip`, which
-/// pyiceberg writes as `NNNNN-<uuid>.gz.metadata.json`): tether reads it,
-/// and writes its own next metadata file compressed the same way, which
-/// pyiceberg reads back.
+/// Gzip metadata (`write.metadata.compression-codec = gzip`): pyiceberg
+/// 0.12 reads `NNNNN-<uuid>.gz.metadata.json` but does not write it, so the
+/// script does what a writer honouring the codec (Iceberg's Java library)
+/// does on commit: the next metadata file, gzip-compressed, and the catalog
+/// pointer moved to it. tether reads it and writes its own next metadata
+/// file compressed the same way, which pyiceberg reads back.
 #[test]
 fn gzip_metadata_is_read_and_written_compressed() {
     let d = Dataset::init();
@@ -640,10 +642,24 @@ fn gzip_metadata_is_read_and_written_compressed() {
     let made = py(
         &catalog,
         r#"
+import gzip, sqlite3, uuid
 CATALOG.create_namespace("ns")
 t = CATALOG.create_table("ns.t", schema=pa.schema([("id", pa.int64())]),
                          properties={"write.metadata.compression-codec": "gzip"})
 t.append(rows([1, 2, 3]))
+t = table()
+current = t.metadata_location
+directory, name = current.rsplit("/", 1)
+version = int(name.split("-", 1)[0]) + 1
+compressed = f"{directory}/{version:05d}-{uuid.uuid4()}.gz.metadata.json"
+with open(current.removeprefix("file://"), "rb") as f:
+    data = f.read()
+with open(compressed.removeprefix("file://"), "wb") as f:
+    f.write(gzip.compress(data))
+db = sqlite3.connect(CATALOG.properties["uri"].removeprefix("sqlite:///"))
+db.execute("UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+           "WHERE table_name = 't'", (compressed, current))
+db.commit()
 t = table()
 out({"head": t.refs()["main"].snapshot_id, "location": t.metadata_location})
 "#,

@@ -1106,6 +1106,7 @@ async fn exchange(credential: &ClientCredential, options: &RequestOptions) -> Re
         .header(http::header::HOST, authority)
         .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .header(http::header::ACCEPT, "application/json")
+        .header(CONTENT_LENGTH, form.len())
         .body(http_body_util::Full::new(Bytes::from(form)))
         .map_err(|e| format!("cannot build the OAuth2 token request: {e}"))?;
     let (response, io) = send_to(request, &credential.origin, &addrs, options)
