@@ -494,8 +494,9 @@ fn rest_catalog_with_an_oauth2_credential() {
         if file.starts_with(".git/") || file == ".tether/secrets.toml" {
             continue;
         }
-        let text = String::from_utf8_lossy(&std::fs::read(d.root().join(&file)).unwrap_or_default())
-            .into_owned();
+        let text =
+            String::from_utf8_lossy(&std::fs::read(d.root().join(&file)).unwrap_or_default())
+                .into_owned();
         assert!(!text.contains("cl1ent-s3cret"), "{file} holds the secret");
         assert!(!text.contains(TOKEN), "{file} holds the token");
     }
@@ -512,7 +513,10 @@ fn rest_catalog_with_an_oauth2_credential() {
         crate::support::stderr(&out)
     );
     assert!(text.contains("refused the credential"), "{text}");
-    assert!(!text.contains("wr0ng-s3cret") && !text.contains(TOKEN), "{text}");
+    assert!(
+        !text.contains("wr0ng-s3cret") && !text.contains(TOKEN),
+        "{text}"
+    );
 }
 
 /// A catalog URI on a link-local (cloud metadata) address is never
@@ -709,7 +713,10 @@ out({"location": t.metadata_location, "refs": refs(t),
         &[&tag],
     );
     let ours = seen["location"].as_str().unwrap();
-    assert_ne!(ours, location, "tether wrote the next metadata file: {seen}");
+    assert_ne!(
+        ours, location,
+        "tether wrote the next metadata file: {seen}"
+    );
     assert!(ours.ends_with(".gz.metadata.json"), "{seen}");
     let path = ours.strip_prefix("file://").unwrap();
     let bytes = std::fs::read(path).unwrap();

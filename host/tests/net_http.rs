@@ -434,7 +434,10 @@ fn a_client_credential_is_exchanged_by_the_host_and_never_seen() {
         json!({"allow_http": true, "url": s.granted.url("/")})
     );
     let text = state.to_string();
-    assert!(!text.contains(CLIENT_SECRET) && !text.contains(EXCHANGED), "{text}");
+    assert!(
+        !text.contains(CLIENT_SECRET) && !text.contains(EXCHANGED),
+        "{text}"
+    );
     // The host exchanged it at `<url>/v1/oauth/tokens`, then sent the token.
     let got = s.granted.requests();
     assert_eq!(got.len(), 2, "{got:?}");

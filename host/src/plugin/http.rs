@@ -721,7 +721,10 @@ impl WasiHttpHooks for HttpPolicy {
                         Some(t)
                     }
                     Err(why) => {
-                        tracing::warn!(plugin = &*kind, "HTTP request not sent: {method} {url}: {why}");
+                        tracing::warn!(
+                            plugin = &*kind,
+                            "HTTP request not sent: {method} {url}: {why}"
+                        );
                         return Err(HttpError::InternalError(Some(why)));
                     }
                 },
@@ -766,14 +769,12 @@ impl WasiHttpHooks for HttpPolicy {
                 return Err(echoed());
             }
             let response = response.map(|body| {
-                let limited = http_body_util::Limited::new(
-                    body,
-                    usize::try_from(max).unwrap_or(usize::MAX),
-                )
-                .map_err(move |e| match e.downcast::<HttpError>() {
-                    Ok(e) => *e,
-                    Err(_) => HttpError::HttpResponseBodySize(Some(max)),
-                });
+                let limited =
+                    http_body_util::Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX))
+                        .map_err(move |e| match e.downcast::<HttpError>() {
+                            Ok(e) => *e,
+                            Err(_) => HttpError::HttpResponseBodySize(Some(max)),
+                        });
                 Unechoed::new(limited, tokens).boxed_unsync()
             });
             Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
@@ -964,7 +965,9 @@ where
     use futures::future::{Either, select};
     use wasmtime_wasi_http::io::TokioIo;
     let connect_timeout = options.connect_timeout.unwrap_or(Duration::from_secs(30));
-    let first_byte = options.first_byte_timeout.unwrap_or(Duration::from_secs(30));
+    let first_byte = options
+        .first_byte_timeout
+        .unwrap_or(Duration::from_secs(30));
     let between = options
         .between_bytes_timeout
         .unwrap_or(Duration::from_secs(30))
@@ -1014,7 +1017,10 @@ where
         .parse()
         .map_err(|_| HttpError::HttpRequestUriInvalid)?;
     *request.uri_mut() = path;
-    let send = Box::pin(tokio::time::timeout(first_byte, sender.send_request(request)));
+    let send = Box::pin(tokio::time::timeout(
+        first_byte,
+        sender.send_request(request),
+    ));
     let mut conn = Box::pin(conn);
     // The connection must be driven while the response is awaited.
     let (response, ended) = match select(send, conn.as_mut()).await {
@@ -1082,15 +1088,26 @@ fn exchanged() -> &'static std::sync::Mutex<std::collections::HashMap<(String, S
 /// form POST to its endpoint; the `access_token` of the JSON answer). The
 /// error names the endpoint and the status, never the answer's body (it
 /// may quote the secret).
-async fn exchange(credential: &ClientCredential, options: &RequestOptions) -> Result<Token, String> {
-    let key = (credential.endpoint.to_string(), credential.whole.0.to_string());
+async fn exchange(
+    credential: &ClientCredential,
+    options: &RequestOptions,
+) -> Result<Token, String> {
+    let key = (
+        credential.endpoint.to_string(),
+        credential.whole.0.to_string(),
+    );
     if let Some(token) = exchanged().lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(token);
     }
     let endpoint = shown(&credential.endpoint);
     let addrs = checked_addresses(&credential.origin, options)
         .await
-        .map_err(|r| format!("the OAuth2 token endpoint {endpoint} is refused: {}", r.reason))?;
+        .map_err(|r| {
+            format!(
+                "the OAuth2 token endpoint {endpoint} is refused: {}",
+                r.reason
+            )
+        })?;
     let form: String = form_urlencoded::Serializer::new(String::new())
         .append_pair("grant_type", "client_credentials")
         .append_pair("client_id", &credential.id)
@@ -1104,7 +1121,10 @@ async fn exchange(credential: &ClientCredential, options: &RequestOptions) -> Re
         .unwrap_or_default();
     let request = http::Request::post(credential.endpoint.clone())
         .header(http::header::HOST, authority)
-        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
         .header(http::header::ACCEPT, "application/json")
         .header(CONTENT_LENGTH, form.len())
         .body(http_body_util::Full::new(Bytes::from(form)))
@@ -1409,9 +1429,15 @@ mod tests {
         // neither set nor read.
         assert_eq!(a.granted[0].header.as_str(), "x-api-key");
         assert!(!a.granted[0].bearer());
-        let mut p = HttpPolicy::new(Arc::from("probe"), Arc::new(a.clone()), HttpLimits::default());
+        let mut p = HttpPolicy::new(
+            Arc::from("probe"),
+            Arc::new(a.clone()),
+            HttpLimits::default(),
+        );
         assert!(p.is_forbidden_header(&HeaderName::from_static("x-api-key")));
-        assert!((p.forbidden_header_filter())(&HeaderName::from_static("x-api-key")));
+        assert!((p.forbidden_header_filter())(&HeaderName::from_static(
+            "x-api-key"
+        )));
         assert!(!p.is_forbidden_header(&HeaderName::from_static("x-other")));
         // None of it reaches the plugin's configuration.
         let mut config = secret.clone();
@@ -1469,7 +1495,12 @@ mod tests {
             assert!(refused(ip, true).is_none(), "{ip} named literally");
             assert!(refused(ip, false).is_some(), "{ip} behind a name");
         }
-        for ip in ["93.184.215.14", "2606:4700::1111", "172.32.0.1", "100.128.0.1"] {
+        for ip in [
+            "93.184.215.14",
+            "2606:4700::1111",
+            "172.32.0.1",
+            "100.128.0.1",
+        ] {
             assert!(refused(ip, false).is_none(), "{ip}");
         }
     }
@@ -1488,7 +1519,9 @@ mod tests {
         };
         let ok = check("http://127.0.0.1:8181/").ok().unwrap();
         assert_eq!(ok, ["127.0.0.1:8181".parse().unwrap()]);
-        let err = check("http://169.254.169.254/latest/meta-data").err().unwrap();
+        let err = check("http://169.254.169.254/latest/meta-data")
+            .err()
+            .unwrap();
         assert!(err.reason.contains("link-local"), "{}", err.reason);
         let err = check("http://metadata.google.internal/").err().unwrap();
         assert!(err.reason.contains("metadata"), "{}", err.reason);
