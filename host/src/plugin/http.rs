@@ -943,6 +943,9 @@ impl http_body::Body for Paced {
     }
 }
 
+/// A response as the host's client reads it.
+type Sent = http::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, HttpError>>;
+
 /// Send `request` over a new connection to the first of `addrs` that
 /// answers (TLS for `https`, verified against `origin`'s host name), with
 /// the clamped timeouts. Returns the response and the connection's future.
@@ -953,7 +956,7 @@ async fn send_to<B>(
     options: &RequestOptions,
 ) -> Result<
     (
-        http::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, HttpError>>,
+        Sent,
         impl Future<Output = Result<(), HttpError>> + Send + 'static,
     ),
     HttpError,
@@ -1075,12 +1078,12 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
 // ---------------------------------------------------------------------------
 // OAuth2 client credentials
 
-/// Tokens the host got for a client credential, by endpoint and credential,
-/// for the life of the process (one tether command).
-fn exchanged() -> &'static std::sync::Mutex<std::collections::HashMap<(String, String), Token>> {
-    static CACHE: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<(String, String), Token>>,
-    > = std::sync::OnceLock::new();
+/// Tokens the host got for a client credential, by endpoint and credential.
+type TokenCache = std::sync::Mutex<std::collections::HashMap<(String, String), Token>>;
+
+/// The [`TokenCache`] for the life of the process (one tether command).
+fn exchanged() -> &'static TokenCache {
+    static CACHE: std::sync::OnceLock<TokenCache> = std::sync::OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
@@ -1518,7 +1521,10 @@ mod tests {
                 .block_on(checked_addresses(&origin, &options))
         };
         let ok = check("http://127.0.0.1:8181/").ok().unwrap();
-        assert_eq!(ok, ["127.0.0.1:8181".parse().unwrap()]);
+        assert_eq!(
+            ok,
+            ["127.0.0.1:8181".parse::<std::net::SocketAddr>().unwrap()]
+        );
         let err = check("http://169.254.169.254/latest/meta-data")
             .err()
             .unwrap();
