@@ -530,7 +530,6 @@ fn a_metadata_address_is_never_reached() {
         secret: "{ uri = \"http://169.254.169.254/latest/meta-data\", token = \"t\", allow_http = true }"
             .into(),
         more_secrets: String::new(),
-        more_secrets: String::new(),
         _server: None,
     };
     configure(&d, &catalog);
