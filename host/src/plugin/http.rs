@@ -350,7 +350,9 @@ impl HttpAccess {
                 || user_named(grant.default_url.as_deref());
             let auth = match token(kind, grant, &secret, config, &env) {
                 Some(t) => Some(Auth::Token(t)),
-                None => credential(kind, grant, url, &secret, config)
+                // Exchanged beside the URL the user configured (a
+                // locator's may name a path on the same origin).
+                None => credential(kind, grant, from_config.unwrap_or(url), &secret, config)
                     .map(|c| Auth::Credential(Arc::new(c))),
             };
             let auth = match (auth, trusted) {
