@@ -68,6 +68,13 @@ pub struct Options {
     /// under each of the plugin's `sql-keys` the locator leaves unset
     /// (`--scratch postgres://...`); the host keeps its password.
     pub sql_scratch: Option<String>,
+    /// An HTTP service the harness and its objects may reach
+    /// (`--scratch http://...`, an Iceberg REST catalog, an API): its URL
+    /// goes under each of the plugin's HTTP grant keys (describe-net) the
+    /// configuration leaves unset, as secrets.toml would put it, with
+    /// `allow_http` beside it for a plain `http://` URL (named on the
+    /// command line, so the user's choice).
+    pub http_scratch: Option<String>,
     /// The `[backends.<kind>]` configuration passed to every call.
     pub config: Value,
     /// The dataset id pin ids are computed with and stores are created for.
@@ -85,6 +92,7 @@ impl Default for Options {
             only: Vec::new(),
             scratch: Scratch::TempDir,
             sql_scratch: None,
+            http_scratch: None,
             config: json!({}),
             dataset: DEFAULT_DATASET.to_string(),
             jobs: 4,
@@ -144,6 +152,57 @@ pub fn is_sql_address(uri: &str) -> bool {
         )
 }
 
+/// Whether a `--scratch` value is an HTTP service's URL (for the harness's
+/// HTTP grants) rather than a storage URI.
+pub fn is_http_url(uri: &str) -> bool {
+    let lower = uri.trim().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// `config` with `url` under each of `url_keys` it leaves unset (dotted
+/// keys nest: `catalog.uri`), and `allow_http = true` beside each key it
+/// set for a plain `http://` URL.
+pub fn with_http_scratch(config: &Value, url_keys: &[&str], url: &str) -> Value {
+    fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+        v.get(key).or_else(|| {
+            let (first, rest) = key.split_once('.')?;
+            get(v.get(first)?, rest)
+        })
+    }
+    fn set(v: &mut Value, key: &str, value: Value) {
+        if !v.is_object() {
+            *v = json!({});
+        }
+        let map = v.as_object_mut().expect("an object");
+        match key.split_once('.') {
+            Some((first, rest)) => set(
+                map.entry(first.to_string()).or_insert_with(|| json!({})),
+                rest,
+                value,
+            ),
+            None => {
+                map.insert(key.to_string(), value);
+            }
+        }
+    }
+    let mut out = config.clone();
+    let plain = url.trim().to_ascii_lowercase().starts_with("http://");
+    for key in url_keys {
+        if get(&out, key).is_some() {
+            continue;
+        }
+        set(&mut out, key, json!(url));
+        if plain {
+            let allow = match key.rsplit_once('.') {
+                Some((parent, _)) => format!("{parent}.allow_http"),
+                None => "allow_http".to_string(),
+            };
+            set(&mut out, &allow, json!(true));
+        }
+    }
+    out
+}
+
 /// Run the suite against `plugin`.
 pub async fn run(plugin: Arc<Plugin>, options: &Options) -> Result<Report, Error> {
     run_with(plugin, options, |_| {}).await
@@ -192,7 +251,17 @@ pub async fn run_with(
         plugin: plugin.clone(),
         scratch_root,
         sql_scratch: options.sql_scratch.clone(),
-        config: options.config.clone(),
+        config: match &options.http_scratch {
+            Some(url) => {
+                let keys: Vec<&str> = plugin
+                    .http_grants()
+                    .iter()
+                    .map(|g| g.url_key.as_str())
+                    .collect();
+                with_http_scratch(&options.config, &keys, url)
+            }
+            None => options.config.clone(),
+        },
         dataset: options.dataset.clone(),
         capabilities: declared.clone(),
     });
@@ -369,6 +438,28 @@ mod tests {
             parse_capability("teleport"),
             Err(Error::UnknownCapability(_))
         ));
+    }
+
+    #[test]
+    fn an_http_scratch_fills_the_unset_grant_keys() {
+        let config = json!({"catalog": {"type": "rest"}, "api": "https://set.invalid"});
+        let out = with_http_scratch(
+            &config,
+            &["catalog.uri", "api", "flat"],
+            "http://127.0.0.1:8181/v1",
+        );
+        assert_eq!(
+            out,
+            json!({
+                "catalog": {"type": "rest", "uri": "http://127.0.0.1:8181/v1", "allow_http": true},
+                "api": "https://set.invalid",
+                "flat": "http://127.0.0.1:8181/v1",
+                "allow_http": true,
+            })
+        );
+        let out = with_http_scratch(&json!({}), &["catalog.uri"], "https://cat.invalid");
+        assert_eq!(out, json!({"catalog": {"uri": "https://cat.invalid"}}));
+        assert!(is_http_url("HTTPS://x") && !is_http_url("s3://b") && !is_http_url("/tmp"));
     }
 
     #[test]

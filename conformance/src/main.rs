@@ -38,7 +38,10 @@ struct Cli {
     /// a database address (`postgres://user:pw@host/db`, `mysql://...`,
     /// `sqlite:///abs/file.db`) is granted to the harness and its objects
     /// under each of the plugin's SQL keys (describe-net) the locator leaves
-    /// unset, its password kept by the host.
+    /// unset, its password kept by the host. An `http(s)://` URL (a REST
+    /// catalog, an API) is granted to the harness and its objects under each
+    /// of the plugin's HTTP grant keys the configuration leaves unset, plain
+    /// `http://` allowed for it.
     #[arg(long, value_name = "URI")]
     scratch: Vec<String>,
     /// The `[backends.<kind>]` configuration, as JSON.
@@ -114,12 +117,16 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         .load_file(&cli.plugin)
         .await
         .context("cannot load the plugin")?;
-    let (sql, storage): (Vec<String>, Vec<String>) = cli
+    let (http, rest): (Vec<String>, Vec<String>) = cli
         .scratch
+        .into_iter()
+        .partition(|s| tether_conformance::is_http_url(s));
+    let (sql, storage): (Vec<String>, Vec<String>) = rest
         .into_iter()
         .partition(|s| tether_conformance::is_sql_address(s));
     anyhow::ensure!(storage.len() <= 1, "at most one storage --scratch");
     anyhow::ensure!(sql.len() <= 1, "at most one database --scratch");
+    anyhow::ensure!(http.len() <= 1, "at most one http(s) --scratch");
     let options = Options {
         only: cli.only,
         scratch: storage
@@ -127,6 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
             .next()
             .map_or(Scratch::TempDir, Scratch::Uri),
         sql_scratch: sql.into_iter().next(),
+        http_scratch: http.into_iter().next(),
         config: cli.config,
         dataset: cli.dataset,
         jobs: cli.jobs,

@@ -189,6 +189,31 @@ fn a_generated_plugin_with_a_granted_http_get_and_sql_query_passes_conformance()
     assert!(stdout.contains("PASS  fingerprint.stable"), "{text}");
     assert!(stdout.contains(" passed, 0 failed,"), "{text}");
 
+    // The same service and database as `--scratch` URLs: granted as the
+    // configuration granted them (plain http allowed for the URL named).
+    let out = Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
+        .arg(&wasm)
+        .args(["--scratch", config["api_url"].as_str().unwrap()])
+        .args(["--scratch", config["db"].as_str().unwrap()])
+        .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
+        .output()
+        .unwrap();
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("PASS  fingerprint.stable"), "{text}");
+    assert!(stdout.contains(" passed, 0 failed,"), "{text}");
+    // The URL is what the plugin reached: one where nothing listens fails
+    // the checks that fingerprint (without a URL, the probe would skip).
+    let out = Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
+        .arg(&wasm)
+        .args(["--scratch", "http://127.0.0.1:9/"])
+        .args(["--scratch", config["db"].as_str().unwrap()])
+        .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+
     // Without `allow_http` the same origin is refused, and the checks
     // that fingerprint fail saying so.
     let out = run(&serde_json::json!({ "api_url": config["api_url"], "db": config["db"] }));

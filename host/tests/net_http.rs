@@ -35,6 +35,8 @@ const SERVER: &str = r#"
 import http.server, json, sys, time, urllib.parse
 
 LOG = sys.argv[1]
+CLIENT_SECRET = "cl1ent-s3cret-77"
+EXCHANGED = "exchanged-tok-e41f"
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
@@ -65,8 +67,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "headers": seen, "body": body.decode()}) + "\n")
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
-        auth = seen.get("authorization", "")
-        if url.path == "/ok":
+        auth = seen.get("authorization") or seen.get("x-api-key", "")
+        if url.path == "/v1/oauth/tokens":
+            form = dict(urllib.parse.parse_qsl(body.decode()))
+            if form.get("client_id") == "probe-client" and form.get("client_secret") == CLIENT_SECRET:
+                self.reply(200, json.dumps({"access_token": EXCHANGED, "token_type": "bearer"}).encode())
+            else:
+                self.reply(401, json.dumps({"error": "invalid_client", "got": form}).encode())
+        elif url.path == "/ok":
             self.reply(200, b'{"hello": "world"}', [("content-type", "application/json")])
         elif url.path == "/redirect":
             self.reply(302, b"", [("location", q["to"])])
@@ -401,6 +409,131 @@ fn the_credential_cannot_be_read_back_through_an_echo() {
     for r in &got {
         assert_eq!(r["headers"]["authorization"], format!("Bearer {TOKEN}"));
     }
+}
+
+/// The same secret and token the server script knows.
+const CLIENT_SECRET: &str = "cl1ent-s3cret-77";
+const EXCHANGED: &str = "exchanged-tok-e41f";
+
+#[test]
+fn a_client_credential_is_exchanged_by_the_host_and_never_seen() {
+    let s = setup();
+    let mut secret = s.secret();
+    secret.remove("token");
+    secret.insert(
+        "credential".into(),
+        json!(format!("probe-client:{CLIENT_SECRET}")),
+    );
+    let state = s
+        .fetch(json!({"url": s.granted.url("/ok")}), &secret)
+        .expect("a GET with an exchanged token");
+    assert_eq!(state["response"]["status"], 200);
+    // The plugin saw neither the credential nor the token.
+    assert_eq!(
+        state["config"],
+        json!({"allow_http": true, "url": s.granted.url("/")})
+    );
+    let text = state.to_string();
+    assert!(
+        !text.contains(CLIENT_SECRET) && !text.contains(EXCHANGED),
+        "{text}"
+    );
+    // The host exchanged it at `<url>/v1/oauth/tokens`, then sent the token.
+    let got = s.granted.requests();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0]["method"], "POST");
+    assert_eq!(got[0]["path"], "/v1/oauth/tokens");
+    assert_eq!(
+        got[0]["headers"]["content-type"],
+        "application/x-www-form-urlencoded"
+    );
+    let body = got[0]["body"].as_str().unwrap();
+    assert!(body.contains("grant_type=client_credentials"), "{body}");
+    assert!(body.contains("scope=catalog"), "{body}");
+    assert_eq!(got[1]["path"], "/ok");
+    assert_eq!(
+        got[1]["headers"]["authorization"],
+        format!("Bearer {EXCHANGED}")
+    );
+    // A response echoing the exchanged token is cut off like any other.
+    let msg = s.denied(json!({"url": s.granted.url("/echo-in-body")}), &secret);
+    assert!(msg.contains("repeated the credential"), "{msg}");
+    assert!(!msg.contains(EXCHANGED), "{msg}");
+
+    // A wrong secret: refused by the endpoint, whose answer (which quotes
+    // the form back) never reaches the plugin nor the error.
+    secret.insert("credential".into(), json!("probe-client:wr0ng"));
+    let msg = s.denied(json!({"url": s.granted.url("/ok")}), &secret);
+    assert!(msg.contains("refused the credential"), "{msg}");
+    assert!(!msg.contains("wr0ng"), "{msg}");
+    assert!(s.other.requests().is_empty());
+}
+
+#[test]
+fn a_configured_header_carries_the_token_as_it_is() {
+    let s = setup();
+    let mut secret = s.secret();
+    secret.insert("auth_header".into(), json!("X-Api-Key"));
+    let state = s
+        .fetch(json!({"url": s.granted.url("/ok")}), &secret)
+        .expect("a granted GET");
+    assert_eq!(state["response"]["status"], 200);
+    assert!(
+        state["config"].get("auth_header").is_none(),
+        "{}",
+        state["config"]
+    );
+    let got = s.granted.requests();
+    assert_eq!(got[0]["headers"]["x-api-key"], TOKEN, "no `Bearer `");
+    assert!(got[0]["headers"].get("authorization").is_none(), "{got:?}");
+    // The plugin may not set that header, and a response repeating the
+    // token in another header is cut off.
+    let msg = s.denied(
+        json!({"url": s.granted.url("/ok"), "set_header": "x-api-key"}),
+        &secret,
+    );
+    assert!(msg.contains("host's to set"), "{msg}");
+    let msg = s.denied(json!({"url": s.granted.url("/echo-in-header")}), &secret);
+    assert!(msg.contains("repeated the credential"), "{msg}");
+    // Only secrets.toml names the header: from the configuration (which a
+    // committed [backends] table feeds), it is ignored.
+    let mut config_only = s.secret();
+    config_only.remove("token");
+    let config = json!({"url": s.granted.url("/"), "token": TOKEN, "auth_header": "X-Api-Key"});
+    block_on(
+        s.probe
+            .object_with_secrets(&json!({"url": s.granted.url("/ok")}), &config, &config_only)
+            .fingerprint(None),
+    )
+    .expect("a granted GET");
+    let last = s.granted.requests().pop().unwrap();
+    assert_eq!(last["headers"]["authorization"], format!("Bearer {TOKEN}"));
+}
+
+#[test]
+fn link_local_metadata_and_named_loopback_addresses_are_refused_before_connecting() {
+    let s = setup();
+    for url in [
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        "http://[fe80::1]:8080/".to_string(),
+        "http://metadata.google.internal/computeMetadata/v1/".to_string(),
+        // A host name that resolves to loopback: only the literal address
+        // reaches it (the granted server listens right there).
+        format!("http://localhost:{}/ok", s.granted.port),
+    ] {
+        let mut secret = s.secret();
+        secret.insert("url".into(), json!(url));
+        let msg = s.denied(json!({"url": url}), &secret);
+        assert!(msg.contains("refused to connect"), "{url}: {msg}");
+    }
+    assert!(
+        s.granted.requests().is_empty(),
+        "the loopback server was reached through a name"
+    );
+    // The same server by its literal address: reached.
+    s.fetch(json!({"url": s.granted.url("/ok")}), &s.secret())
+        .expect("a literal loopback address");
+    assert_eq!(s.granted.requests().len(), 1);
 }
 
 #[test]

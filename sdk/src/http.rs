@@ -273,6 +273,12 @@ fn code_error(code: ErrorCode) -> Error {
              (see the plugin's describe-net http grants and the object's configuration)"
                 .into(),
         ),
+        ErrorCode::DestinationIpProhibited => Error::Denied(
+            "the host refused to connect: the address is link-local or a cloud metadata \
+             service, or a loopback or private one that the configured URL does not name \
+             itself"
+                .into(),
+        ),
         other => Error::Backend(format!("{other}")),
     }
 }

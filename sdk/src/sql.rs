@@ -318,6 +318,14 @@ impl Connection {
         self.inner.dialect()
     }
 
+    /// `statement`, written with `?` placeholders, in this connection's
+    /// dialect: `$1`, `$2`, ... on PostgreSQL, unchanged elsewhere. For
+    /// statements that hold no `?` inside a literal or an identifier (a
+    /// plugin's own fixed SQL), so one text serves every dialect.
+    pub fn placeholders(&self, statement: &str) -> String {
+        numbered_placeholders(statement, self.dialect())
+    }
+
     /// One statement that returns rows.
     pub fn query(&self, statement: &str, params: &[Value]) -> Result<Rows, SqlError> {
         let rows = self.inner.query(statement, params)?;
@@ -364,5 +372,40 @@ impl Connection {
 
     pub fn rollback(&self) -> Result<(), SqlError> {
         Ok(self.inner.rollback()?)
+    }
+}
+
+/// [`Connection::placeholders`] for a given dialect.
+pub fn numbered_placeholders(statement: &str, dialect: Dialect) -> String {
+    if dialect != Dialect::Postgres {
+        return statement.to_owned();
+    }
+    let mut out = String::with_capacity(statement.len() + 8);
+    let mut n = 0;
+    for c in statement.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_on_postgres_only() {
+        let q = "UPDATE t SET a = ? WHERE b = ? AND c = ?";
+        assert_eq!(
+            numbered_placeholders(q, Dialect::Postgres),
+            "UPDATE t SET a = $1 WHERE b = $2 AND c = $3"
+        );
+        assert_eq!(numbered_placeholders(q, Dialect::Sqlite), q);
+        assert_eq!(numbered_placeholders(q, Dialect::Mysql), q);
     }
 }

@@ -27,6 +27,25 @@
 //!   the configuration or the `default-url` names the same origin. The
 //!   plugin's configuration never holds the token ([`HttpAccess::strip`],
 //!   before `configure`);
+//! - without a token, a `credential = "id:secret"` beside the URL key
+//!   (`catalog.credential`) is an OAuth2 client credential: the host
+//!   exchanges it (`client_credentials`, a form POST) at `oauth2-server-uri`,
+//!   else at the URL's `/v1/oauth/tokens` (the Iceberg REST catalog's
+//!   endpoint), with `scope` (default `catalog`), and sends the
+//!   `access_token` it gets as above; neither reaches the plugin. Tokens are
+//!   kept for the process (one command);
+//! - `auth_header = "X-Api-Key"` beside the URL key, from secrets.toml only,
+//!   sends the token in that header as it is (no `Bearer `); the plugin may
+//!   neither set nor read that header either;
+//! - the host connects only to addresses it checked: a URL's IP literal, or
+//!   its host name resolved once per request, every answer checked, the
+//!   connection made to those addresses (no second lookup a rebinding DNS
+//!   answer could change). Link-local addresses (169.254.0.0/16, fe80::/10),
+//!   the cloud metadata services' addresses and host names are never
+//!   reached; loopback and private addresses only when the URL names the
+//!   address itself (`http://127.0.0.1:8181`), never through a name
+//!   (`localhost` included): refused with `destination-IP-prohibited`
+//!   before any connection;
 //! - the plugin may not set `authorization`, `cookie` or the hop-by-hop
 //!   headers itself, and never sees `authorization`, `cookie` or
 //!   `set-cookie` in a response (wasi-http filters response headers with the
@@ -172,13 +191,52 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// How the host authenticates requests to one granted origin.
+#[derive(Debug, Clone)]
+enum Auth {
+    /// A token it has (`token-key`, or the environment).
+    Token(Token),
+    /// An OAuth2 client credential it exchanges for a token first.
+    Credential(Arc<ClientCredential>),
+}
+
+/// `credential = "id:secret"` beside a grant's URL key: exchanged by the
+/// host (OAuth2 `client_credentials`, as Iceberg REST catalogs take it) for
+/// the token it then sends. `Debug` shows neither part.
+struct ClientCredential {
+    /// The token endpoint: `oauth2-server-uri`, else `<url>/v1/oauth/tokens`.
+    endpoint: http::Uri,
+    origin: Origin,
+    id: String,
+    secret: Token,
+    scope: String,
+    /// `id:secret` as configured: a response may not repeat it either.
+    whole: Token,
+}
+
+impl std::fmt::Debug for ClientCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClientCredential({}, <redacted>)", shown(&self.endpoint))
+    }
+}
+
 /// One granted origin of one object.
 #[derive(Debug, Clone)]
 struct Granted {
     origin: Origin,
     /// The grant's `url-key`, for log lines.
     key: String,
-    token: Option<Token>,
+    auth: Option<Auth>,
+    /// The header the credential goes in: `authorization` (as
+    /// `Bearer <token>`) unless secrets.toml names another (`auth_header`,
+    /// which gets the token as it is).
+    header: HeaderName,
+}
+
+impl Granted {
+    fn bearer(&self) -> bool {
+        self.header == AUTHORIZATION
+    }
 }
 
 /// Where the value under a grant's `url-key` came from.
@@ -196,9 +254,22 @@ enum UrlSource {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HttpAccess {
     granted: Vec<Granted>,
-    /// Dotted keys of the tokens, removed from the plugin's configuration.
+    /// Dotted keys of the tokens and the other host-only settings, removed
+    /// from the plugin's configuration.
     token_keys: Vec<String>,
 }
+
+/// The host-only settings beside a grant's URL key (`catalog.credential`
+/// beside `catalog.uri`), never passed to the plugin.
+const HOST_ONLY: &[&str] = &[CREDENTIAL, OAUTH2_SERVER_URI, SCOPE, AUTH_HEADER];
+/// An OAuth2 client credential, `id:secret` (pyiceberg's property name).
+const CREDENTIAL: &str = "credential";
+/// Where the credential is exchanged (pyiceberg's property name).
+const OAUTH2_SERVER_URI: &str = "oauth2-server-uri";
+/// The scope asked for (pyiceberg's default: `catalog`).
+const SCOPE: &str = "scope";
+/// A header to send the token in instead of `authorization` (secrets.toml only).
+const AUTH_HEADER: &str = "auth_header";
 
 impl HttpAccess {
     /// Nothing granted: every request is refused.
@@ -225,6 +296,9 @@ impl HttpAccess {
             if let Some(key) = &grant.token_key {
                 access.token_keys.push(key.clone());
             }
+            access
+                .token_keys
+                .extend(HOST_ONLY.iter().map(|name| sibling(&grant.url_key, name)));
             // secrets.toml's own value first: it reaches the plugin in its
             // configuration too ([`HttpAccess::config_values`]).
             let from_config =
@@ -274,9 +348,15 @@ impl HttpAccess {
             let trusted = source != UrlSource::Locator
                 || user_named(from_config)
                 || user_named(grant.default_url.as_deref());
-            let token = token(kind, grant, &secret, config, &env);
-            let token = match (token, trusted) {
-                (Some(t), true) => Some(t),
+            let auth = match token(kind, grant, &secret, config, &env) {
+                Some(t) => Some(Auth::Token(t)),
+                // Exchanged beside the URL the user configured (a
+                // locator's may name a path on the same origin).
+                None => credential(kind, grant, from_config.unwrap_or(url), &secret, config)
+                    .map(|c| Auth::Credential(Arc::new(c))),
+            };
+            let auth = match (auth, trusted) {
+                (Some(a), true) => Some(a),
                 (Some(_), false) => {
                     tracing::warn!(
                         plugin = kind,
@@ -288,16 +368,34 @@ impl HttpAccess {
                 }
                 (None, _) => None,
             };
+            let header = match lookup_str(&secret, &sibling(&grant.url_key, AUTH_HEADER)) {
+                None => AUTHORIZATION,
+                Some(name) => match HeaderName::from_bytes(name.trim().as_bytes()) {
+                    Ok(header) if header == AUTHORIZATION || !forbidden(&header) => header,
+                    _ => {
+                        tracing::warn!(
+                            plugin = kind,
+                            key = grant.url_key,
+                            "`{}` is no header the host can send a credential in; \
+                             sending it as `authorization: Bearer` instead",
+                            sibling(&grant.url_key, AUTH_HEADER)
+                        );
+                        AUTHORIZATION
+                    }
+                },
+            };
             tracing::debug!(
                 plugin = kind,
                 key = grant.url_key,
-                with_token = token.is_some(),
+                with_token = auth.is_some(),
+                header = header.as_str(),
                 "HTTP access granted to {origin}"
             );
             access.granted.push(Granted {
                 origin,
                 key: grant.url_key.clone(),
-                token,
+                auth,
+                header,
             });
         }
         access
@@ -315,16 +413,85 @@ impl HttpAccess {
         }
     }
 
-    /// The tokens the host sends, as bytes a response may not repeat.
+    /// The credentials the host holds, as bytes a response may not repeat
+    /// (a token exchanged from a client credential is added per request).
     fn tokens(&self) -> Vec<Arc<str>> {
         let mut out: Vec<Arc<str>> = Vec::new();
-        for t in self.granted.iter().filter_map(|g| g.token.as_ref()) {
-            if !out.iter().any(|o| o == &t.0) {
-                out.push(t.0.clone());
+        for auth in self.granted.iter().filter_map(|g| g.auth.as_ref()) {
+            let held = match auth {
+                Auth::Token(t) => vec![&t.0],
+                Auth::Credential(c) => vec![&c.secret.0, &c.whole.0],
+            };
+            for t in held {
+                if !t.is_empty() && !out.iter().any(|o| o == t) {
+                    out.push(t.clone());
+                }
             }
         }
         out
     }
+
+    /// The headers the host sets besides `authorization`: a plugin may not
+    /// set them nor see them in a response.
+    fn credential_headers(&self) -> Vec<HeaderName> {
+        self.granted
+            .iter()
+            .filter(|g| !g.bearer())
+            .map(|g| g.header.clone())
+            .collect()
+    }
+}
+
+/// The client credential beside `grant`'s URL key, exchanged at
+/// `oauth2-server-uri` (secrets.toml or the configuration), else at `url`'s
+/// `/v1/oauth/tokens` (the Iceberg REST catalog's endpoint).
+fn credential(
+    kind: &str,
+    grant: &HttpGrant,
+    url: &str,
+    secret: &Value,
+    config: &Value,
+) -> Option<ClientCredential> {
+    let configured = |name: &str| {
+        let key = sibling(&grant.url_key, name);
+        lookup_str(secret, &key).or_else(|| lookup_str(config, &key))
+    };
+    let whole = configured(CREDENTIAL)?.trim();
+    // pyiceberg's reading: `id:secret`, or a bare secret.
+    let (id, secret_part) = whole.split_once(':').unwrap_or(("", whole));
+    let endpoint = match configured(OAUTH2_SERVER_URI) {
+        Some(uri) => uri.trim().to_string(),
+        None => format!("{}/v1/oauth/tokens", url.trim().trim_end_matches('/')),
+    };
+    let parsed = endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|uri| Origin::of_uri(&uri).map(|o| (uri, o)));
+    let Some((endpoint, origin)) = parsed else {
+        tracing::warn!(
+            plugin = kind,
+            key = grant.url_key,
+            "the OAuth2 token endpoint is not an http(s) URL; the credential is not used"
+        );
+        return None;
+    };
+    let allow_http = is_true(lookup(secret, &sibling(&grant.url_key, "allow_http")));
+    if origin.scheme == Scheme::Http && !allow_http {
+        tracing::warn!(
+            plugin = kind,
+            key = grant.url_key,
+            "not exchanging the credential at {origin}: plain http:// needs allow_http"
+        );
+        return None;
+    }
+    Some(ClientCredential {
+        endpoint,
+        origin,
+        id: id.to_string(),
+        secret: Token(Arc::from(secret_part)),
+        scope: configured(SCOPE).unwrap_or("catalog").to_string(),
+        whole: Token(Arc::from(whole)),
+    })
 }
 
 /// The token of `grant`: `token-key`'s value (secrets.toml, then the
@@ -499,11 +666,15 @@ type ResponseFuture = Box<
 
 impl WasiHttpHooks for HttpPolicy {
     fn is_forbidden_header(&mut self, name: &HeaderName) -> bool {
-        forbidden(name)
+        forbidden(name) || self.access.credential_headers().contains(name)
     }
 
     fn forbidden_header_filter(&mut self) -> ForbiddenHeaderFilter {
-        Arc::new(forbidden)
+        let configured = self.access.credential_headers();
+        if configured.is_empty() {
+            return Arc::new(forbidden);
+        }
+        Arc::new(move |name: &HeaderName| forbidden(name) || configured.contains(name))
     }
 
     fn send_request(
@@ -526,25 +697,59 @@ impl WasiHttpHooks for HttpPolicy {
             }
         };
         tracing::info!(plugin = kind, key = granted.key, "HTTP {method} {url}");
-        if let Some(token) = &granted.token {
-            match HeaderValue::try_from(format!("Bearer {}", token.0)) {
-                Ok(mut value) => {
-                    value.set_sensitive(true);
-                    request.headers_mut().insert(AUTHORIZATION, value);
-                }
-                Err(_) => tracing::warn!(
-                    plugin = kind,
-                    "the token for {} cannot be sent as a header value; sent without it",
-                    granted.origin
-                ),
-            }
-        }
+        let granted = granted.clone();
+        let kind = self.kind.clone();
         let options = self.clamp(options);
         let max = self.limits.max_response_bytes;
-        let tokens = self.access.tokens();
+        let mut tokens = self.access.tokens();
         Box::new(async move {
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let addrs = match checked_addresses(&granted.origin, &options).await {
+                Ok(addrs) => addrs,
+                Err(refusal) => {
+                    tracing::warn!(
+                        plugin = &*kind,
+                        "HTTP request refused: {method} {url}: {}",
+                        refusal.reason
+                    );
+                    return Err(refusal.error);
+                }
+            };
+            let token = match &granted.auth {
+                None => None,
+                Some(Auth::Token(t)) => Some(t.clone()),
+                Some(Auth::Credential(c)) => match exchange(c, &options).await {
+                    Ok(t) => {
+                        tokens.push(t.0.clone());
+                        Some(t)
+                    }
+                    Err(why) => {
+                        tracing::warn!(
+                            plugin = &*kind,
+                            "HTTP request not sent: {method} {url}: {why}"
+                        );
+                        return Err(HttpError::InternalError(Some(why)));
+                    }
+                },
+            };
+            if let Some(token) = token {
+                let value = if granted.bearer() {
+                    format!("Bearer {}", token.0)
+                } else {
+                    token.0.to_string()
+                };
+                match HeaderValue::try_from(value) {
+                    Ok(mut value) => {
+                        value.set_sensitive(true);
+                        request.headers_mut().insert(granted.header.clone(), value);
+                    }
+                    Err(_) => tracing::warn!(
+                        plugin = &*kind,
+                        "the token for {} cannot be sent as a header value; sent without it",
+                        granted.origin
+                    ),
+                }
+            }
+            let (response, io) = send_to(request, &granted.origin, &addrs, &options).await?;
             let declared = response
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -555,8 +760,9 @@ impl WasiHttpHooks for HttpPolicy {
             }
             // Forbidden names never reach the plugin (wasi-http drops them),
             // so an `authorization` echoed back is stripped, not refused.
+            let hidden = |name: &HeaderName| forbidden(name) || *name == granted.header;
             let repeats = response.headers().iter().any(|(name, value)| {
-                !forbidden(name)
+                !hidden(name)
                     && tokens
                         .iter()
                         .any(|t| contains(value.as_bytes(), t.as_bytes()))
@@ -565,19 +771,397 @@ impl WasiHttpHooks for HttpPolicy {
                 return Err(echoed());
             }
             let response = response.map(|body| {
-                let limited = http_body_util::Limited::new(
-                    body.boxed_unsync(),
-                    usize::try_from(max).unwrap_or(usize::MAX),
-                )
-                .map_err(move |e| match e.downcast::<HttpError>() {
-                    Ok(e) => *e,
-                    Err(_) => HttpError::HttpResponseBodySize(Some(max)),
-                });
+                let limited =
+                    http_body_util::Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX))
+                        .map_err(move |e| match e.downcast::<HttpError>() {
+                            Ok(e) => *e,
+                            Err(_) => HttpError::HttpResponseBodySize(Some(max)),
+                        });
                 Unechoed::new(limited, tokens).boxed_unsync()
             });
             Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
     }
+}
+
+// ---------------------------------------------------------------------------
+// Where the host connects: addresses checked once, then connected to.
+
+/// Why a request is refused before any connection, and the code the
+/// plugin gets.
+struct Refusal {
+    reason: String,
+    error: HttpError,
+}
+
+/// Host names of cloud metadata services (resolved or not, never reached).
+const METADATA_HOSTS: &[&str] = &[
+    "metadata",
+    "metadata.google.internal",
+    "metadata.goog",
+    "instance-data",
+    "instance-data.ec2.internal",
+    "metadata.azure.internal",
+];
+
+/// Why the host never connects to `ip`, if it doesn't. `literal`: the URL
+/// names this address itself (`http://127.0.0.1:8181`), which is the only
+/// way to reach a loopback or private address: a host name resolving to
+/// one is refused, so a name whose DNS answer changes (rebinding) cannot
+/// turn a granted origin into one on the user's own network.
+fn refused_address(ip: std::net::IpAddr, literal: bool) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    let private = match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            if v4.is_link_local() {
+                return Some("a link-local address (where cloud metadata services answer)");
+            }
+            if v4 == std::net::Ipv4Addr::new(100, 100, 100, 200) {
+                return Some("a cloud metadata service's address");
+            }
+            if v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast() || a == 0 {
+                return Some("not a unicast host address");
+            }
+            v4.is_loopback() || v4.is_private() || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            if first & 0xffc0 == 0xfe80 {
+                return Some("a link-local address (where cloud metadata services answer)");
+            }
+            if v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
+                return Some("a cloud metadata service's address");
+            }
+            if v6.is_unspecified() || v6.is_multicast() {
+                return Some("not a unicast host address");
+            }
+            v6.is_loopback() || first & 0xfe00 == 0xfc00
+        }
+    };
+    (private && !literal).then_some(
+        "a loopback or private address, reached only when the configured URL names the \
+         address itself (not a host name resolving to it)",
+    )
+}
+
+/// The addresses a request to `origin` may connect to: its IP literal, or
+/// its host name resolved once here, every answer checked
+/// ([`refused_address`]). The connection goes to these, never to a second
+/// lookup.
+async fn checked_addresses(
+    origin: &Origin,
+    options: &RequestOptions,
+) -> Result<Vec<std::net::SocketAddr>, Refusal> {
+    use std::net::{IpAddr, SocketAddr};
+    let prohibited = |reason: String| Refusal {
+        reason,
+        error: HttpError::DestinationIpProhibited,
+    };
+    let host = origin.host.trim_start_matches('[').trim_end_matches(']');
+    let name = host.trim_end_matches('.');
+    if METADATA_HOSTS.iter().any(|m| name.eq_ignore_ascii_case(m)) {
+        return Err(prohibited(format!(
+            "{name} is a cloud metadata service; never connected to"
+        )));
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return match refused_address(ip, true) {
+            Some(why) => Err(prohibited(format!("{ip} is {why}; never connected to"))),
+            None => Ok(vec![SocketAddr::new(ip, origin.port)]),
+        };
+    }
+    let timeout = options.connect_timeout.unwrap_or(Duration::from_secs(30));
+    let found = tokio::time::timeout(timeout, tokio::net::lookup_host((host, origin.port)))
+        .await
+        .map_err(|_| Refusal {
+            reason: format!("resolving {host} timed out"),
+            error: HttpError::DnsTimeout,
+        })?
+        .map_err(|e| Refusal {
+            reason: format!("cannot resolve {host}: {e}"),
+            error: HttpError::DnsError {
+                rcode: None,
+                info_code: None,
+            },
+        })?;
+    let addrs: Vec<SocketAddr> = found.collect();
+    if addrs.is_empty() {
+        return Err(Refusal {
+            reason: format!("{host} resolves to no address"),
+            error: HttpError::DestinationNotFound,
+        });
+    }
+    for addr in &addrs {
+        if let Some(why) = refused_address(addr.ip(), false) {
+            return Err(prohibited(format!(
+                "{host} resolves to {}, {why}; never connected to",
+                addr.ip()
+            )));
+        }
+    }
+    Ok(addrs)
+}
+
+/// A response body read with the between-bytes timeout.
+struct Paced {
+    inner: hyper::body::Incoming,
+    each: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Paced {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let deadline = tokio::time::Instant::now() + this.each;
+                this.timer.as_mut().reset(deadline);
+                Poll::Ready(frame.map(|f| f.map_err(HttpError::from)))
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A response as the host's client reads it.
+type Sent = http::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, HttpError>>;
+
+/// Send `request` over a new connection to the first of `addrs` that
+/// answers (TLS for `https`, verified against `origin`'s host name), with
+/// the clamped timeouts. Returns the response and the connection's future.
+async fn send_to<B>(
+    mut request: http::Request<B>,
+    origin: &Origin,
+    addrs: &[std::net::SocketAddr],
+    options: &RequestOptions,
+) -> Result<
+    (
+        Sent,
+        impl Future<Output = Result<(), HttpError>> + Send + 'static,
+    ),
+    HttpError,
+>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use futures::future::{Either, select};
+    use wasmtime_wasi_http::io::TokioIo;
+    let connect_timeout = options.connect_timeout.unwrap_or(Duration::from_secs(30));
+    let first_byte = options
+        .first_byte_timeout
+        .unwrap_or(Duration::from_secs(30));
+    let between = options
+        .between_bytes_timeout
+        .unwrap_or(Duration::from_secs(30))
+        .max(Duration::from_millis(1));
+    let connect = async {
+        let mut last = None;
+        for addr in addrs {
+            match tokio::net::TcpStream::connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no address to connect to")))
+    };
+    let tcp = tokio::time::timeout(connect_timeout, connect)
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)?
+        .map_err(HttpError::Connect)?;
+    type Stream = Box<dyn Io>;
+    let stream: Stream = match origin.scheme {
+        Scheme::Http => Box::new(tcp),
+        Scheme::Https => {
+            let host = origin.host.trim_start_matches('[').trim_end_matches(']');
+            let name = match host.parse::<std::net::IpAddr>() {
+                Ok(ip) => rustls::pki_types::ServerName::from(ip),
+                Err(_) => rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|_| HttpError::HttpRequestUriInvalid)?,
+            };
+            let tls = tokio::time::timeout(connect_timeout, tls_connector().connect(name, tcp))
+                .await
+                .map_err(|_| HttpError::ConnectionTimeout)?
+                .map_err(HttpError::Tls)?;
+            Box::new(tls)
+        }
+    };
+    let (mut sender, conn) = tokio::time::timeout(
+        connect_timeout,
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| HttpError::ConnectionTimeout)??;
+    // On the wire, the path only: the authority is in the Host header.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    *request.uri_mut() = path;
+    let send = Box::pin(tokio::time::timeout(
+        first_byte,
+        sender.send_request(request),
+    ));
+    let mut conn = Box::pin(conn);
+    // The connection must be driven while the response is awaited.
+    let (response, ended) = match select(send, conn.as_mut()).await {
+        Either::Left((sent, _)) => (sent, false),
+        Either::Right((done, send)) => {
+            done?;
+            (send.await, true)
+        }
+    };
+    let conn = (!ended).then_some(conn);
+    let response = response.map_err(|_| HttpError::ConnectionReadTimeout)??;
+    let response = response.map(|inner| {
+        Paced {
+            inner,
+            each: between,
+            timer: Box::pin(tokio::time::sleep(between)),
+        }
+        .boxed_unsync()
+    });
+    let io = async move {
+        match conn {
+            Some(conn) => conn.await.map_err(HttpError::from),
+            None => Ok(()),
+        }
+    };
+    Ok((response, io))
+}
+
+/// A connection hyper can speak over: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// TLS with the Web PKI roots (what wasi-http's own client trusts).
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Arc::new(config)
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
+
+// ---------------------------------------------------------------------------
+// OAuth2 client credentials
+
+/// Tokens the host got for a client credential, by endpoint and credential.
+type TokenCache = std::sync::Mutex<std::collections::HashMap<(String, String), Token>>;
+
+/// The [`TokenCache`] for the life of the process (one tether command).
+fn exchanged() -> &'static TokenCache {
+    static CACHE: std::sync::OnceLock<TokenCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The token `credential` is exchanged for (OAuth2 `client_credentials`, a
+/// form POST to its endpoint; the `access_token` of the JSON answer). The
+/// error names the endpoint and the status, never the answer's body (it
+/// may quote the secret).
+async fn exchange(
+    credential: &ClientCredential,
+    options: &RequestOptions,
+) -> Result<Token, String> {
+    let key = (
+        credential.endpoint.to_string(),
+        credential.whole.0.to_string(),
+    );
+    if let Some(token) = exchanged().lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(token);
+    }
+    let endpoint = shown(&credential.endpoint);
+    let addrs = checked_addresses(&credential.origin, options)
+        .await
+        .map_err(|r| {
+            format!(
+                "the OAuth2 token endpoint {endpoint} is refused: {}",
+                r.reason
+            )
+        })?;
+    let form: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "client_credentials")
+        .append_pair("client_id", &credential.id)
+        .append_pair("client_secret", &credential.secret.0)
+        .append_pair("scope", &credential.scope)
+        .finish();
+    let authority = credential
+        .endpoint
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or_default();
+    let request = http::Request::post(credential.endpoint.clone())
+        .header(http::header::HOST, authority)
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(http::header::ACCEPT, "application/json")
+        .header(CONTENT_LENGTH, form.len())
+        .body(http_body_util::Full::new(Bytes::from(form)))
+        .map_err(|e| format!("cannot build the OAuth2 token request: {e}"))?;
+    let (response, io) = send_to(request, &credential.origin, &addrs, options)
+        .await
+        .map_err(|e| format!("the OAuth2 token endpoint {endpoint} failed: {e}"))?;
+    let status = response.status();
+    // The connection ends with the body: read both.
+    let (body, _) = futures::future::join(
+        http_body_util::Limited::new(response.into_body(), 64 << 10).collect(),
+        io,
+    )
+    .await;
+    let body = body
+        .map_err(|_| format!("the OAuth2 token endpoint {endpoint} sent no whole answer"))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(format!(
+            "the OAuth2 token endpoint {endpoint} refused the credential (HTTP {status})"
+        ));
+    }
+    let token = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("access_token")?.as_str().map(str::to_string))
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| format!("the OAuth2 token endpoint {endpoint} sent no access_token"))?;
+    let token = Token(Arc::from(token.trim()));
+    if let Ok(mut cache) = exchanged().lock() {
+        cache.insert(key, token.clone());
+    }
+    Ok(token)
 }
 
 /// The error a response gets that repeats a credential the host sent.
@@ -727,7 +1311,10 @@ mod tests {
     fn tokens(a: &HttpAccess) -> Vec<Option<String>> {
         a.granted
             .iter()
-            .map(|g| g.token.as_ref().map(|t| t.0.to_string()))
+            .map(|g| match &g.auth {
+                Some(Auth::Token(t)) => Some(t.0.to_string()),
+                _ => None,
+            })
             .collect()
     }
 
@@ -817,6 +1404,139 @@ mod tests {
             config,
             json!({"catalog": {"uri": "https://cat.invalid/v1"}})
         );
+    }
+
+    #[test]
+    fn a_client_credential_and_a_configured_header_stay_with_the_host() {
+        let g = [HttpGrant {
+            token_key: Some("catalog.token".into()),
+            ..grant("catalog.uri")
+        }];
+        let secret = json!({"catalog": {"uri": "https://cat.invalid/api/", "credential": "id-1:s3cr3t",
+                            "auth_header": "X-Api-Key", "scope": "PRINCIPAL_ROLE:ALL"}});
+        let a = resolve(&g, json!({}), secret.clone(), secret.clone());
+        let Some(Auth::Credential(c)) = &a.granted[0].auth else {
+            panic!("{a:?}");
+        };
+        assert_eq!(
+            c.endpoint.to_string(),
+            "https://cat.invalid/api/v1/oauth/tokens"
+        );
+        assert_eq!((c.id.as_str(), &*c.secret.0), ("id-1", "s3cr3t"));
+        assert_eq!(c.scope, "PRINCIPAL_ROLE:ALL");
+        assert!(!format!("{a:?}").contains("s3cr3t"), "{a:?}");
+        // A response may not repeat the secret, nor the whole credential.
+        assert_eq!(
+            a.tokens().iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+            ["s3cr3t", "id-1:s3cr3t"]
+        );
+        // The token goes in the configured header, which the plugin may
+        // neither set nor read.
+        assert_eq!(a.granted[0].header.as_str(), "x-api-key");
+        assert!(!a.granted[0].bearer());
+        let mut p = HttpPolicy::new(
+            Arc::from("probe"),
+            Arc::new(a.clone()),
+            HttpLimits::default(),
+        );
+        assert!(p.is_forbidden_header(&HeaderName::from_static("x-api-key")));
+        assert!((p.forbidden_header_filter())(&HeaderName::from_static(
+            "x-api-key"
+        )));
+        assert!(!p.is_forbidden_header(&HeaderName::from_static("x-other")));
+        // None of it reaches the plugin's configuration.
+        let mut config = secret.clone();
+        a.strip(&mut config);
+        assert_eq!(
+            config,
+            json!({"catalog": {"uri": "https://cat.invalid/api/"}})
+        );
+        // An explicit endpoint; the header only from secrets.toml.
+        let config = json!({"catalog": {"uri": "https://cat.invalid", "credential": "bare",
+                            "oauth2-server-uri": "https://auth.invalid/token", "auth_header": "X-Api-Key"}});
+        let a = resolve(&g, json!({}), config, json!({}));
+        let Some(Auth::Credential(c)) = &a.granted[0].auth else {
+            panic!("{a:?}");
+        };
+        assert_eq!(c.endpoint.to_string(), "https://auth.invalid/token");
+        assert_eq!((c.id.as_str(), &*c.secret.0), ("", "bare"));
+        assert!(a.granted[0].bearer());
+        // A token, where both are set, wins; a header the host owns is no
+        // place for it.
+        let secret = json!({"catalog": {"uri": "https://cat.invalid", "credential": "a:b",
+                            "token": "t0k", "auth_header": "cookie"}});
+        let a = resolve(&g, json!({}), secret.clone(), secret);
+        assert_eq!(tokens(&a), [Some("t0k".to_string())]);
+        assert!(a.granted[0].bearer());
+    }
+
+    #[test]
+    fn link_local_metadata_and_unnamed_private_addresses_are_refused() {
+        let refused = |ip: &str, literal: bool| refused_address(ip.parse().unwrap(), literal);
+        for ip in [
+            "169.254.169.254",
+            "169.254.0.1",
+            "fe80::1",
+            "fd00:ec2::254",
+            "100.100.100.200",
+            "0.0.0.0",
+            "::",
+            "224.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(refused(ip, true).is_some(), "{ip}");
+            assert!(refused(ip, false).is_some(), "{ip}");
+        }
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "::1",
+            "fd12::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(refused(ip, true).is_none(), "{ip} named literally");
+            assert!(refused(ip, false).is_some(), "{ip} behind a name");
+        }
+        for ip in [
+            "93.184.215.14",
+            "2606:4700::1111",
+            "172.32.0.1",
+            "100.128.0.1",
+        ] {
+            assert!(refused(ip, false).is_none(), "{ip}");
+        }
+    }
+
+    #[test]
+    fn names_are_resolved_once_and_checked() {
+        let options = RequestOptions::default();
+        let check = |url: &str| {
+            let origin = Origin::of_url(url).unwrap();
+            // lookup_host needs a tokio runtime.
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(checked_addresses(&origin, &options))
+        };
+        let ok = check("http://127.0.0.1:8181/").ok().unwrap();
+        assert_eq!(
+            ok,
+            ["127.0.0.1:8181".parse::<std::net::SocketAddr>().unwrap()]
+        );
+        let err = check("http://169.254.169.254/latest/meta-data")
+            .err()
+            .unwrap();
+        assert!(err.reason.contains("link-local"), "{}", err.reason);
+        let err = check("http://metadata.google.internal/").err().unwrap();
+        assert!(err.reason.contains("metadata"), "{}", err.reason);
+        // `localhost` is a name: what it resolves to is loopback, which only
+        // a literal address reaches.
+        let err = check("http://localhost:8181/").err().unwrap();
+        assert!(err.reason.contains("resolves to"), "{}", err.reason);
     }
 
     #[test]

@@ -3,10 +3,14 @@ pyiceberg's own SqlCatalog (SQLite), so the metadata it serves and writes is
 pyiceberg's, and each commit is SqlCatalog.commit_table (requirements checked
 against the current metadata, then the compare-and-swap UPDATE).
 
-    python iceberg_rest_server.py DB_PATH WAREHOUSE_URI [TOKEN]
+    python iceberg_rest_server.py DB_PATH WAREHOUSE_URI [TOKEN [CREDENTIAL]]
 
 prints `listening http://127.0.0.1:PORT` once it serves. With TOKEN, a
-request without `Authorization: Bearer TOKEN` is answered 401.
+request without `Authorization: Bearer TOKEN` is answered 401. With
+CREDENTIAL (`id:secret`), `POST /v1/oauth/tokens` issues TOKEN for it (OAuth2
+client_credentials, as the REST spec's token endpoint does) and answers any
+other credential 401; every issue is appended to DB_PATH + ".tokens.log"
+(the client id and scope, never the secret) so a test can see who asked.
 """
 
 import json
@@ -30,6 +34,8 @@ from pyiceberg.table import CommitTableRequest
 
 DB, WAREHOUSE = sys.argv[1], sys.argv[2]
 TOKEN = sys.argv[3] if len(sys.argv) > 3 else None
+CREDENTIAL = sys.argv[4] if len(sys.argv) > 4 else None
+TOKENS_LOG = DB + ".tokens.log"
 CATALOG = SqlCatalog("default", uri=f"sqlite:///{DB}", warehouse=WAREHOUSE)
 
 
@@ -84,7 +90,21 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
+    def issue_token(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+        client_id, _, client_secret = CREDENTIAL.partition(":")
+        if (form.get("grant_type") != "client_credentials" or form.get("client_id") != client_id
+                or form.get("client_secret") != client_secret):
+            return 401, {"error": "invalid_client", "error_description": "unknown client"}
+        with open(TOKENS_LOG, "a") as f:
+            f.write(json.dumps({"client_id": form["client_id"], "scope": form.get("scope")}) + "\n")
+        return 200, {"access_token": TOKEN, "token_type": "bearer", "expires_in": 3600,
+                     "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+
     def route(self):
+        if CREDENTIAL is not None and self.command == "POST" and urlparse(self.path).path == "/v1/oauth/tokens":
+            return self.issue_token()
         if TOKEN is not None and self.headers.get("Authorization") != f"Bearer {TOKEN}":
             raise Status(401, "NotAuthorizedException", "a bearer token is required")
         url = urlparse(self.path)

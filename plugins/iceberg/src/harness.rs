@@ -8,10 +8,10 @@
 //! file, so the protocol is exercised exactly; reading such a table with an
 //! engine would fail, which is why the real-library tests use pyiceberg.
 
-use crate::db::{Connection, text};
 use serde_json::{Value, json};
 use tether_sdk::harness::scratch_child;
 use tether_sdk::kit::random_hex;
+use tether_sdk::sql::Connection;
 use tether_sdk::{Error, Harness, Result};
 
 use crate::catalog::{Catalog, Outcome};
@@ -126,12 +126,12 @@ impl Harness for IcebergHarness {
                       metadata_location, previous_metadata_location, iceberg_type) \
                       VALUES (?, ?, ?, ?, NULL, 'TABLE')";
         conn.execute(
-            insert,
+            &conn.placeholders(insert),
             &[
-                text("default"),
-                text(NAMESPACE),
-                text(&name),
-                text(&metadata_location),
+                "default".into(),
+                NAMESPACE.into(),
+                name.as_str().into(),
+                metadata_location.as_str().into(),
             ],
         )?;
         Ok(json!({

@@ -40,7 +40,6 @@
 //! the caller reviewed ([`catalog`]).
 
 pub mod catalog;
-mod db;
 mod harness;
 pub mod metadata;
 mod rest;

@@ -9,6 +9,11 @@
 //! statistics, a newer format's additions).
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
 
 use serde_json::{Map, Value, json};
 use tether_sdk::{Error, Result};
@@ -536,14 +541,64 @@ impl Metadata {
             Some(dir) => dir.trim_end_matches('/').to_owned(),
             None => format!("{}/metadata", self.location()?.trim_end_matches('/')),
         };
-        Ok(format!("{dir}/{version:05}-{uuid}.metadata.json"))
+        // pyiceberg's name for a gzip file; Java's `.metadata.json.gz` is read too.
+        let codec = if self.gzip_metadata() { ".gz" } else { "" };
+        Ok(format!("{dir}/{version:05}-{uuid}{codec}.metadata.json"))
     }
+
+    /// Whether the table asks for gzip-compressed metadata files
+    /// (`write.metadata.compression-codec = gzip`).
+    pub fn gzip_metadata(&self) -> bool {
+        self.property("write.metadata.compression-codec")
+            .is_some_and(|c| c.eq_ignore_ascii_case("gzip"))
+    }
+
+    /// The bytes of a metadata file named `name`: gzip-compressed when the
+    /// name says so (`*.gz.metadata.json`, `*.metadata.json.gz`).
+    pub fn encode(&self, name: &str) -> Result<Vec<u8>> {
+        let json = serde_json::to_vec(&self.to_value())
+            .map_err(|e| Error::backend(format!("cannot serialise metadata: {e}")))?;
+        if !gzip_name(name) {
+            return Ok(json);
+        }
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        gz.write_all(&json)
+            .and_then(|()| gz.finish())
+            .map_err(|e| Error::backend(format!("cannot compress metadata: {e}")))
+    }
+
+    /// Parse the file `name` holding `bytes`, decompressing a gzip file
+    /// (by its name or its magic bytes) up to `max` bytes.
+    pub fn decode(name: &str, bytes: &[u8], max: usize) -> Result<Self> {
+        if !gzip_name(name) && !bytes.starts_with(&GZIP_MAGIC) {
+            return Self::parse(bytes);
+        }
+        let mut json = Vec::new();
+        GzDecoder::new(bytes)
+            .take(max as u64 + 1)
+            .read_to_end(&mut json)
+            .map_err(|e| corrupt(format!("{name} is not valid gzip: {e}")))?;
+        if json.len() > max {
+            return Err(Error::backend(format!(
+                "{name} decompresses to more than {max} bytes"
+            )));
+        }
+        Self::parse(&json)
+    }
+}
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether a metadata file's name says it is gzip-compressed.
+pub fn gzip_name(name: &str) -> bool {
+    name.ends_with(".gz.metadata.json") || name.ends_with(".metadata.json.gz")
 }
 
 /// The version a metadata file name carries (`00003-<uuid>.metadata.json`
 /// is 3); `None` for a name of another shape (pyiceberg then starts at 0).
 pub fn metadata_version(location: &str) -> Option<u64> {
     let name = location.rsplit('/').next()?;
+    let name = name.strip_suffix(".gz").unwrap_or(name);
     let (version, rest) = name.split_once('-')?;
     if version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -790,6 +845,37 @@ mod tests {
             m.next_location("/x/v3.metadata.json", uuid).unwrap(),
             format!("file:///wh/ns/t/metadata/00000-{uuid}.metadata.json")
         );
+    }
+
+    #[test]
+    fn gzip_metadata_is_read_and_written_as_the_table_says() {
+        let uuid = "6c97e413-d51b-4538-ac70-12fe2a85cb83";
+        assert_eq!(
+            metadata_version(&format!("/x/00004-{uuid}.metadata.json.gz")),
+            Some(4)
+        );
+        let mut doc = sample().to_value();
+        doc["properties"] = json!({"write.metadata.compression-codec": "gzip"});
+        let m = Metadata::from_value(doc).unwrap();
+        let cur = format!("/x/00001-{uuid}.gz.metadata.json");
+        let next = m.next_location(&cur, uuid).unwrap();
+        assert_eq!(
+            next,
+            format!("file:///wh/ns/t/metadata/00002-{uuid}.gz.metadata.json")
+        );
+        let bytes = m.encode(&next).unwrap();
+        assert_eq!(bytes[..2], GZIP_MAGIC, "written compressed");
+        let back = Metadata::decode(&next, &bytes, 1 << 20).unwrap();
+        assert_eq!(back.to_value(), m.to_value());
+        // By the magic bytes too, and never past the cap.
+        assert!(Metadata::decode("odd.metadata.json", &bytes, 1 << 20).is_ok());
+        let err = Metadata::decode(&next, &bytes, 16).unwrap_err();
+        assert!(err.to_string().contains("more than 16 bytes"), "{err}");
+        assert!(Metadata::decode(&next, b"{}", 1 << 20).is_err());
+        let plain = sample();
+        let name = plain.next_location(&cur, uuid).unwrap();
+        assert!(name.ends_with(&format!("00002-{uuid}.metadata.json")));
+        assert_eq!(plain.encode(&name).unwrap()[0], b'{');
     }
 
     #[test]

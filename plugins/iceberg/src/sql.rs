@@ -17,7 +17,7 @@
 //! first: this catalog removes its orphaned file, reads again and, if the
 //! requirements still hold, tries again.
 
-use crate::db::{self, Connection, Value as SqlValue};
+use tether_sdk::sql::{Connection, Value as SqlValue};
 use tether_sdk::storage::{Bucket, PutMode, StorageError};
 use tether_sdk::{Error, Result};
 
@@ -72,20 +72,15 @@ pub fn read_metadata(location: &str) -> Result<Metadata> {
             "{location} is larger than {MAX_METADATA_BYTES} bytes"
         )));
     }
-    if name.ends_with(".gz.metadata.json") {
-        return Err(Error::backend(format!(
-            "{location} is gzip-compressed metadata, which this backend does not read yet"
-        )));
-    }
-    Metadata::parse(&object.value)
+    Metadata::decode(name, &object.value, MAX_METADATA_BYTES)
 }
 
 /// Write a new metadata file; create-only, as a metadata file never changes.
 pub fn write_metadata(location: &str, meta: &Metadata) -> Result<()> {
     let (dir, name) = split_location(location)?;
     let bucket = Bucket::open(dir).map_err(|e| storage_err(location, e))?;
-    let bytes = serde_json::to_vec(&meta.to_value())
-        .map_err(|e| Error::backend(format!("cannot serialise metadata: {e}")))?;
+    // Compressed when its name says so, as the table's codec chose it.
+    let bytes = meta.encode(name)?;
     bucket
         .put(name, &bytes, PutMode::Create)
         .map_err(|e| storage_err(location, e))?;
@@ -124,9 +119,9 @@ impl SqlCatalog {
 
     fn key(&self) -> Vec<SqlValue> {
         vec![
-            db::text(self.catalog_name.as_str()),
-            db::text(self.namespace.as_str()),
-            db::text(self.table.as_str()),
+            self.catalog_name.as_str().into(),
+            self.namespace.as_str().into(),
+            self.table.as_str().into(),
         ]
     }
 
@@ -139,12 +134,11 @@ impl SqlCatalog {
         let sql = "SELECT metadata_location FROM iceberg_tables \
              WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
              AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)";
-        let rows = self.conn.query(sql, &self.key())?;
-        let cell = rows
-            .rows
-            .into_iter()
-            .next()
-            .and_then(|row| row.into_iter().next());
+        let rows = self.conn.query(&self.conn.placeholders(sql), &self.key())?;
+        let cell: Option<SqlValue> = rows
+            .first()
+            .map(|row| row.get("metadata_location"))
+            .transpose()?;
         match cell {
             Some(SqlValue::Text(location)) => Ok(location),
             Some(SqlValue::Null) => Err(Error::not_found(format!(
@@ -186,13 +180,11 @@ impl Catalog for SqlCatalog {
             let sql = "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
                  WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
                  AND metadata_location = ?";
-            let mut params = vec![
-                db::text(next_location.as_str()),
-                db::text(location.as_str()),
-            ];
+            let mut params: Vec<SqlValue> =
+                vec![next_location.as_str().into(), location.as_str().into()];
             params.extend(self.key());
-            params.push(db::text(location.as_str()));
-            match self.conn.execute(sql, &params) {
+            params.push(location.as_str().into());
+            match self.conn.execute(&self.conn.placeholders(sql), &params) {
                 Ok(1) => return Ok(Outcome::Committed(next)),
                 Ok(0) => {
                     // Another writer's commit landed first: ours points nowhere.
@@ -206,7 +198,7 @@ impl Catalog for SqlCatalog {
                 }
                 // Whether the row moved is unknown (a timeout, a lost
                 // connection): the new file stays, as it may be the table's.
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         Err(Error::backend(format!(
