@@ -72,20 +72,19 @@ fn options_for(
         };
     }
     if kind != "iceberg" {
-        return (Options::default(), None);
+        return Options::default();
     }
     let db = scratch.join("iceberg-catalog.db");
     std::fs::write(&db, b"").unwrap();
     let dir = scratch.join("iceberg");
     std::fs::create_dir_all(&dir).unwrap();
-    let options = Options {
+    Options {
         scratch: tether_conformance::Scratch::Uri(dir.display().to_string()),
         config: serde_json::json!({
             "catalog": { "type": "sql", "uri": format!("sqlite:///{}", db.display()) }
         }),
         ..Options::default()
-    };
-    (options, None)
+    }
 }
 
 /// `host/tests/support/neon_fake.py`, stopped (with its clusters) when dropped.
