@@ -155,7 +155,7 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
         pin: req.pin.unwrap_or(defaults.pin),
     };
     if req.file == Some(FileMode::Versioned) {
-        refuse_unaddressable_versioned(repo, &plugin, &locator_value, &key, policy).await?;
+        check_versioned(repo, &plugin, &locator_value, &key, policy).await?;
     }
     let mut m = Manifest::new(&req.kind, locator, policy);
     // Journaled like every write tether can undo: no manifest before, this
@@ -191,11 +191,13 @@ pub async fn add(repo: &Repo, req: AddRequest) -> Result<AddReport> {
     })
 }
 
-/// `add --file versioned` asks for an object Addressable through its store's
-/// version id (spec/11, `file`): the backend refuses a store that keeps no
-/// versions itself, and an object it leaves Observed (a local path, a prefix)
-/// is refused here rather than recorded as something it is not.
-async fn refuse_unaddressable_versioned(
+/// `add --file versioned` on a single remote object asks for it Addressable
+/// through its store's version id (spec/11, `file`): the backend's
+/// `effective-capabilities` refuses a store that keeps no versions of it.
+/// Local paths and prefixes stay Observed under the policy (spec/14: a
+/// versioned directory is a mutable one, its drift no error), so nothing is
+/// refused for them here.
+async fn check_versioned(
     repo: &Repo,
     plugin: &std::sync::Arc<crate::plugin::Plugin>,
     locator: &Value,
@@ -203,20 +205,11 @@ async fn refuse_unaddressable_versioned(
     policy: Policy,
 ) -> Result<()> {
     let policy = json!({"file": policy.file.as_str(), "pin": policy.pin.as_str()});
-    let caps = repo
-        .client_for_key(plugin, locator, key)
+    repo.client_for_key(plugin, locator, key)
         .effective_capabilities(&policy)
         .await
         .map_err(|e| TetherError::backend(key, e))?;
-    if caps.iter().any(|c| c == "ADDRESSABLE" || c == "PIN") {
-        return Ok(());
-    }
-    Err(TetherError::refused(format!(
-        "{key}: `--file versioned` makes a single object in a versioned bucket Addressable, \
-         and this {} object is not one (local paths and prefixes are always Observed)",
-        plugin.kind()
-    ))
-    .hint("add it without --file versioned (immutable is the default)"))
+    Ok(())
 }
 
 /// `add --create`: make the store (refused where anything exists), record it

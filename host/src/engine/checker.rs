@@ -87,6 +87,23 @@ impl PreconditionChecker for Checker<'_> {
             .map_err(|e| e.to_string())
     }
 
+    fn same_state(&mut self, store: &Store, a: &Value, b: &Value) -> bool {
+        let volatile = block(async {
+            self.repo
+                .plugin(&store.backend)
+                .await
+                .map(|p| p.descriptor().volatile_keys.clone())
+        });
+        match (volatile, a.as_object(), b.as_object()) {
+            (Ok(volatile), Some(a), Some(b)) if !volatile.is_empty() => {
+                let keys: Vec<&str> = volatile.iter().map(String::as_str).collect();
+                crate::model::ids::content_state(a, &keys)
+                    == crate::model::ids::content_state(b, &keys)
+            }
+            _ => crate::plan::same_json(a, b),
+        }
+    }
+
     fn ref_head(
         &mut self,
         _key: &str,

@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 use crate::model::canonical;
 
 pub use error::{PlanError, StalePlanError};
+pub(crate) use precondition::same as same_json;
 pub use precondition::{
     Failed, PRECONDITION_KINDS, Precondition, PreconditionChecker, Store, kind,
 };

@@ -193,6 +193,13 @@ pub trait PreconditionChecker {
     fn bookmark_holders(&mut self, _bookmark: &str) -> Result<Vec<String>, String> {
         Err(cannot(kind::NO_NEW_HOLDERS))
     }
+    /// Whether two states of `store` are the same thing: by default equal
+    /// canonical JSON; a checker that knows the backend compares their content
+    /// (volatile keys such as a Neon LSN left out, spec's `content_state`), so
+    /// a position that moved without a change does not make a plan stale.
+    fn same_state(&mut self, _store: &Store, a: &Value, b: &Value) -> bool {
+        same(a, b)
+    }
     /// The state a native ref points at; `None` when the ref does not exist.
     /// Answers `ref_head`, `ref_absent` and, by default, `base_state`.
     fn ref_head(
@@ -511,7 +518,7 @@ impl Precondition {
                 expected,
             } => match checker.ref_head(key, store, ref_name) {
                 Err(why) => unreadable(why),
-                Ok(Some(now)) if same(&now, expected) => None,
+                Ok(Some(now)) if checker.same_state(store, &now, expected) => None,
                 Ok(Some(now)) => fail(
                     Some(short_value(&now)),
                     format!(
@@ -581,7 +588,7 @@ impl Precondition {
                 expected,
             } => match checker.base_state(key, store, ref_name) {
                 Err(why) => unreadable(why),
-                Ok(Some(now)) if same(&now, expected) => None,
+                Ok(Some(now)) if checker.same_state(store, &now, expected) => None,
                 Ok(Some(now)) => fail(
                     Some(short_value(&now)),
                     format!(
@@ -839,7 +846,7 @@ impl Precondition {
 
 /// States are compared in canonical form, so key order in a backend's JSON
 /// never makes two equal states differ.
-fn same(a: &Value, b: &Value) -> bool {
+pub(crate) fn same(a: &Value, b: &Value) -> bool {
     a == b || canonical::to_string(a) == canonical::to_string(b)
 }
 
