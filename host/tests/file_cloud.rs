@@ -183,7 +183,9 @@ fn s3_versioned_object_is_addressable_by_its_version_id() {
     // A local path is never Addressable: refused too.
     let local = d.tmp().join("local.txt");
     std::fs::write(&local, "x").unwrap();
-    let err = fails(
+    // A local file stays Observed under `--file versioned` (spec/14: only its
+    // drift is no error): accepted, and not Addressable.
+    ok(
         &d,
         &[
             "add",
@@ -195,7 +197,15 @@ fn s3_versioned_object_is_addressable_by_its_version_id() {
             "versioned",
         ],
     );
-    assert!(err.contains("--file versioned"), "{err}");
+    let status = open_json(&d, &["status", "--json"]);
+    let local_row = status["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["key"] == "local")
+        .unwrap_or_else(|| panic!("no local in {status}"));
+    assert_eq!(local_row["tier"], "observed", "{status}");
+    ok(&d, &["remove", "local"]);
 
     // A recorded state with no version id (recorded from the unversioned
     // bucket, then marked versioned by hand) is refused by `open`.
