@@ -27,4 +27,4 @@ pub use capability::Capability;
 
 /// The version of the `tether:backend` WIT contract (`wit/`) that the host
 /// serves and the SDK builds against; a plugin's `descriptor.abi`.
-pub const ABI_VERSION: &str = "0.1.4";
+pub const ABI_VERSION: &str = "0.1.5";

@@ -1,7 +1,7 @@
 //! # tether-sdk: write a tether storage backend
 //!
 //! A tether backend is a WebAssembly component (`wasm32-wasip2`) implementing
-//! the `tether:backend@0.1.4` contract in `wit/`. This crate turns that
+//! the `tether:backend@0.1.5` contract in `wit/`. This crate turns that
 //! contract into Rust: implement [`Backend`] (and, for the conformance suite,
 //! [`Harness`]), then call [`export!`] once.
 //!
@@ -170,12 +170,12 @@ pub mod harness_bindings {
         inline: "
             package tether-sdk:glue;
             world harness-only {
-                export tether:backend/harness@0.1.4;
+                export tether:backend/harness@0.1.5;
             }
         ",
         world: "tether-sdk:glue/harness-only",
         with: {
-            "tether:backend/types@0.1.4": crate::bindings::tether::backend::types,
+            "tether:backend/types@0.1.5": crate::bindings::tether::backend::types,
         },
         pub_export_macro: true,
         export_macro_name: "export_harness_only",
@@ -194,7 +194,7 @@ pub mod describe_ext_bindings {
         inline: "
             package tether-sdk:glue-ext;
             world describe-ext-only {
-                export tether:backend/describe-ext@0.1.4;
+                export tether:backend/describe-ext@0.1.5;
             }
         ",
         world: "tether-sdk:glue-ext/describe-ext-only",
@@ -213,7 +213,7 @@ pub mod describe_fs_bindings {
         inline: "
             package tether-sdk:glue-fs;
             world describe-fs-only {
-                export tether:backend/describe-fs@0.1.4;
+                export tether:backend/describe-fs@0.1.5;
             }
         ",
         world: "tether-sdk:glue-fs/describe-fs-only",
@@ -232,7 +232,7 @@ pub mod describe_net_bindings {
         inline: "
             package tether-sdk:glue-net;
             world describe-net-only {
-                export tether:backend/describe-net@0.1.4;
+                export tether:backend/describe-net@0.1.5;
             }
         ",
         world: "tether-sdk:glue-net/describe-net-only",

@@ -6,7 +6,7 @@
 //! per-interface `GuestIndices`, so a plugin without a harness or without
 //! `describe-ext` loads too (both are looked up at load time).
 //!
-//! The bindings are `tether:backend@0.1.4`, and a plugin built against `0.1.0`
+//! The bindings are `tether:backend@0.1.5`, and a plugin built against `0.1.0`
 //! exports `tether:backend/backend@0.1.0`: wasmtime's export lookup
 //! (`Component::get_export_index`, which `GuestIndices::new` uses) treats
 //! `0.1.x` names as one semver track, as its linker does for imports, so the
