@@ -4,7 +4,9 @@
 //! plugin declares in [`DescribeNet::sql_keys`](crate::DescribeNet): the
 //! value under such a key (in the locator, else the configuration) is a
 //! database address, and [`Connection::open`] with that key connects to it
-//! with credentials the plugin never sees. Every call runs one statement,
+//! with credentials the plugin never sees; an address learned at run time
+//! from a granted HTTP origin's response is opened with
+//! [`Connection::open_uri`] (since 0.1.5). Every call runs one statement,
 //! with typed parameters ([`Value`], with `From` impls) and typed rows
 //! ([`Rows`], cells read by column name with [`Row::get`]), under the host's
 //! statement timeout and row cap.
@@ -310,6 +312,22 @@ impl Connection {
     pub fn open(name: &str) -> Result<Connection, SqlError> {
         Ok(Connection {
             inner: wit::Connection::open(name)?,
+        })
+    }
+
+    /// Open `uri` (`postgresql://role@host:port/db?sslmode=require`, no
+    /// password), an address the plugin got at run time from an HTTP
+    /// response rather than from its locator (a Neon branch's compute
+    /// endpoint; since 0.1.5). The host removes every database password
+    /// from the JSON responses of the origins it grants, keeps it, and
+    /// allows this only for an address it learned that way (for this
+    /// plugin's kind, from an origin this object grants), supplying the
+    /// password; anything else is [`SqlError::Denied`]. Query parameters
+    /// other than `sslmode`, `options`, `application_name` and
+    /// `channel_binding` are denied too.
+    pub fn open_uri(uri: &str) -> Result<Connection, SqlError> {
+        Ok(Connection {
+            inner: wit::Connection::open_uri(uri)?,
         })
     }
 

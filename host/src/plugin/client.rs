@@ -823,12 +823,22 @@ impl ObjectClient {
         )
     }
 
+    /// A native handle. A database address the plugin hands back without
+    /// its password gets the one the host learned for it (`open-uri`): the
+    /// user asked for a usable handle, and the password is theirs (the CLI
+    /// redacts it unless `--with-password`).
     pub async fn open(&self, target: &Target, read_only: bool) -> Result<Handle, BackendError> {
-        reply!(
+        let mut handle: Handle = reply!(
             self.call(Call::Open(target.into(), read_only)).await?,
             Handle
         )?
-        .try_into()
+        .try_into()?;
+        handle.address = super::sql::with_learned_password(
+            self.plugin.kind(),
+            &self.http.origins(),
+            &handle.address,
+        );
+        Ok(handle)
     }
 
     pub async fn history(
@@ -1033,7 +1043,7 @@ async fn run_instance(
     store.data_mut().set_tree(tree);
     store
         .data_mut()
-        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql));
+        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql).with_origins(http.origins()));
     if !http.is_empty() {
         store.data_mut().set_http(http, plugin.shared.config.http);
     }

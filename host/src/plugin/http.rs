@@ -69,7 +69,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, COOKIE, HeaderName, HeaderValue, SET_COOKIE};
+use http::header::{
+    ACCEPT_ENCODING, AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, COOKIE,
+    HeaderName, HeaderValue, SET_COOKIE,
+};
 use http_body_util::BodyExt;
 use serde_json::{Map, Value};
 use wasmtime_wasi_http::{
@@ -406,6 +409,12 @@ impl HttpAccess {
         self.granted.is_empty()
     }
 
+    /// The granted origins (`scheme://host:port`): the `sql` capability's
+    /// `open-uri` opens only addresses learned from one of them.
+    pub(crate) fn origins(&self) -> Vec<String> {
+        self.granted.iter().map(|g| g.origin.to_string()).collect()
+    }
+
     /// Remove every token key from the configuration a plugin is given.
     pub(crate) fn strip(&self, config: &mut Value) {
         for key in &self.token_keys {
@@ -702,6 +711,9 @@ impl WasiHttpHooks for HttpPolicy {
         let options = self.clamp(options);
         let max = self.limits.max_response_bytes;
         let mut tokens = self.access.tokens();
+        // A plugin may not ask for an encoded body: the host reads JSON
+        // bodies for credentials, which it cannot do in a compressed one.
+        request.headers_mut().remove(ACCEPT_ENCODING);
         Box::new(async move {
             let addrs = match checked_addresses(&granted.origin, &options).await {
                 Ok(addrs) => addrs,
@@ -761,14 +773,20 @@ impl WasiHttpHooks for HttpPolicy {
             // Forbidden names never reach the plugin (wasi-http drops them),
             // so an `authorization` echoed back is stripped, not refused.
             let hidden = |name: &HeaderName| forbidden(name) || *name == granted.header;
+            let learned = super::sql::learned_secrets();
             let repeats = response.headers().iter().any(|(name, value)| {
                 !hidden(name)
                     && tokens
                         .iter()
+                        .chain(&learned)
                         .any(|t| contains(value.as_bytes(), t.as_bytes()))
             });
             if repeats {
                 return Err(echoed());
+            }
+            let json = is_json(response.headers());
+            if !json {
+                tokens.extend(learned);
             }
             let response = response.map(|body| {
                 let limited =
@@ -779,9 +797,124 @@ impl WasiHttpHooks for HttpPolicy {
                         });
                 Unechoed::new(limited, tokens).boxed_unsync()
             });
+            if !json {
+                return Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>));
+            }
+            let origin = granted.origin.to_string();
+            let (response, io) = without_credentials(response, io, &kind, &origin).await?;
             Ok((response, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
     }
+}
+
+/// Whether a response says its body is JSON (`application/json`, `+json`).
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|t| t == "application/json" || t.ends_with("+json"))
+}
+
+/// A JSON response read whole by the host and handed on without the
+/// credentials it held ([`super::sql::strip_credentials`]: a database
+/// URL's password, kept by the host for `open-uri`, and every `password`
+/// member). One the host cannot read (encoded, partial, not JSON after
+/// all) is refused where it holds what looks like a URL with a password.
+/// The connection is driven while the body is read, and what is left of it
+/// is returned.
+async fn without_credentials(
+    response: http::Response<WasiBody>,
+    io: impl Future<Output = Result<(), HttpError>> + Send + 'static,
+    kind: &str,
+    origin: &str,
+) -> Result<
+    (
+        http::Response<WasiBody>,
+        impl Future<Output = Result<(), HttpError>> + Send + 'static,
+    ),
+    HttpError,
+> {
+    use futures::future::{Either, select};
+    let (mut parts, body) = response.into_parts();
+    let mut io = Box::pin(io);
+    let collect = Box::pin(body.collect());
+    let (collected, ended) = match select(collect, io.as_mut()).await {
+        Either::Left((collected, _)) => (collected, false),
+        Either::Right((ended, collect)) => {
+            ended?;
+            (collect.await, true)
+        }
+    };
+    let io = (!ended).then_some(io);
+    let raw = collected?.to_bytes();
+    let encoded = parts
+        .headers
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity"));
+    let refused = || {
+        tracing::warn!(
+            plugin = kind,
+            "HTTP response from {origin} cut off: it holds what looks like a database \
+             credential the host cannot take out"
+        );
+        HttpError::InternalError(Some(
+            "the response holds a credential the host cannot remove; cut off".into(),
+        ))
+    };
+    let parsed = (!encoded && parts.status != http::StatusCode::PARTIAL_CONTENT)
+        .then(|| serde_json::from_slice::<Value>(&raw).ok())
+        .flatten();
+    let body = match parsed {
+        Some(mut value) => {
+            let stripped = super::sql::strip_credentials(&mut value, kind, origin);
+            if stripped == Default::default() {
+                raw
+            } else {
+                tracing::debug!(
+                    plugin = kind,
+                    learned = stripped.learned,
+                    removed = stripped.removed,
+                    "credentials taken out of a response from {origin}"
+                );
+                Bytes::from(serde_json::to_vec(&value).map_err(|_| refused())?)
+            }
+        }
+        None if holds_credentials(&raw, encoded) => return Err(refused()),
+        None => raw,
+    };
+    // The body must not repeat a password the host learned before either.
+    let learned = super::sql::learned_secrets();
+    if learned.iter().any(|t| contains(&body, t.as_bytes())) {
+        return Err(echoed());
+    }
+    parts
+        .headers
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    parts.headers.remove(http::header::TRANSFER_ENCODING);
+    let body = http_body_util::Full::new(body)
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let io = async move {
+        match io {
+            Some(io) => io.await,
+            None => Ok(()),
+        }
+    };
+    Ok((http::Response::from_parts(parts, body), io))
+}
+
+/// Whether a JSON body the host could not parse may hold a credential: an
+/// encoded one always may; a plain one when it shows a URL with a password.
+fn holds_credentials(raw: &[u8], encoded: bool) -> bool {
+    encoded || super::sql::holds_url_credentials(raw)
 }
 
 // ---------------------------------------------------------------------------

@@ -612,11 +612,257 @@ pub(crate) fn dotted_set(value: &mut Json, key: &str, new: Json) {
 pub(crate) struct SqlAccess {
     grants: Arc<SqlGrants>,
     limits: SqlLimits,
+    /// The HTTP origins this call's object grants: `open-uri` opens only
+    /// addresses the host learned from one of them.
+    origins: Arc<[String]>,
 }
 
 impl SqlAccess {
     pub(crate) fn new(grants: Arc<SqlGrants>, limits: SqlLimits) -> Self {
-        SqlAccess { grants, limits }
+        SqlAccess {
+            grants,
+            limits,
+            origins: Arc::new([]),
+        }
+    }
+
+    /// The object's granted HTTP origins (`scheme://host:port`).
+    pub(crate) fn with_origins(mut self, origins: Vec<String>) -> Self {
+        self.origins = origins.into();
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Addresses learned from HTTP responses (`connection.open-uri`, since 0.1.5)
+
+/// A database address the host took, with its password, out of a granted
+/// origin's JSON response ([`strip_credentials`]), for this process.
+struct Learned {
+    /// The address as the plugin got it: no password.
+    shown: String,
+    password: Password,
+    /// The plugin kind that fetched it, and the origin that sent it.
+    kind: String,
+    origin: String,
+}
+
+/// How many learned addresses the process keeps (the oldest go first).
+const MAX_LEARNED: usize = 512;
+/// Learned passwords at least this long are also cut from any later
+/// response that repeats them (shorter ones would match by accident).
+const MIN_ECHO_LEN: usize = 8;
+
+fn learned_store() -> &'static Mutex<std::collections::VecDeque<Learned>> {
+    static STORE: std::sync::OnceLock<Mutex<std::collections::VecDeque<Learned>>> =
+        std::sync::OnceLock::new();
+    STORE.get_or_init(Default::default)
+}
+
+fn remember(kind: &str, origin: &str, shown: &str, password: Password) {
+    let mut store = learned_store()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    store.retain(|l| !(l.shown == shown && l.kind == kind && l.origin == origin));
+    if store.len() >= MAX_LEARNED {
+        store.pop_front();
+    }
+    store.push_back(Learned {
+        shown: shown.to_string(),
+        password,
+        kind: kind.to_string(),
+        origin: origin.to_string(),
+    });
+}
+
+/// The password the host learned for `shown`, when a plugin of `kind`
+/// fetched it from one of `origins`.
+fn learned_password(kind: &str, origins: &[String], shown: &str) -> Option<Password> {
+    let store = learned_store()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    store
+        .iter()
+        .rev()
+        .find(|l| l.shown == shown && l.kind == kind && origins.contains(&l.origin))
+        .map(|l| l.password.clone())
+}
+
+/// Every learned password long enough to look for in a response: a body or
+/// header repeating one is cut off ([`strip_credentials`] handles the JSON
+/// that carries one).
+pub(crate) fn learned_secrets() -> Vec<Arc<str>> {
+    let store = learned_store()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let mut out: Vec<Arc<str>> = Vec::new();
+    for l in store.iter().filter(|l| l.password.0.len() >= MIN_ECHO_LEN) {
+        if !out.iter().any(|o| **o == *l.password.0) {
+            out.push(Arc::from(l.password.0.as_str()));
+        }
+    }
+    out
+}
+
+/// `address` with the password the host learned for it put back, when a
+/// plugin of `kind` learned it from one of `origins` (a handle the user
+/// asked for: the password is theirs). Anything else comes back unchanged.
+pub(crate) fn with_learned_password(kind: &str, origins: &[String], address: &str) -> String {
+    let grant = SqlGrant::parse("handle", address);
+    if grant.password.is_some() || grant.address.is_err() {
+        return address.to_string();
+    }
+    let Some(Password(password)) = learned_password(kind, origins, &grant.shown) else {
+        return address.to_string();
+    };
+    match url::Url::parse(&grant.shown) {
+        // `set_password` percent-encodes what a URL's userinfo cannot hold.
+        Ok(mut url) => match url.set_password(Some(&password)) {
+            Ok(()) => url.to_string(),
+            Err(()) => address.to_string(),
+        },
+        Err(_) => address.to_string(),
+    }
+}
+
+/// What [`strip_credentials`] did to a JSON body.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stripped {
+    /// Database addresses whose password the host now holds.
+    pub learned: usize,
+    /// Other credentials removed (`password` members, other URLs' passwords).
+    pub removed: usize,
+}
+
+/// Remove every credential from a JSON response of `origin` to a plugin of
+/// `kind`: a URL's password (`postgresql://role:PW@host/db` becomes
+/// `postgresql://role@host/db`; for a PostgreSQL or MySQL address the host
+/// remembers the password for `open-uri`), and every member named
+/// `password` (a role's, or a `connection_parameters` object's).
+pub(crate) fn strip_credentials(value: &mut Json, kind: &str, origin: &str) -> Stripped {
+    let mut done = Stripped::default();
+    strip_into(value, kind, origin, &mut done);
+    done
+}
+
+fn strip_into(value: &mut Json, kind: &str, origin: &str, done: &mut Stripped) {
+    match value {
+        Json::Object(map) => {
+            let before = map.len();
+            map.retain(|k, v| !(k.eq_ignore_ascii_case("password") && !v.is_object()));
+            done.removed += before - map.len();
+            for v in map.values_mut() {
+                strip_into(v, kind, origin, done);
+            }
+        }
+        Json::Array(items) => {
+            for v in items {
+                strip_into(v, kind, origin, done);
+            }
+        }
+        Json::String(text) => {
+            if !text.contains("://") || !text.contains('@') {
+                return;
+            }
+            let Ok(mut url) = url::Url::parse(text.trim()) else {
+                return;
+            };
+            if url.password().is_none() {
+                return;
+            }
+            let grant = SqlGrant::parse("response", text);
+            match (&grant.address, &grant.password) {
+                (Ok(Address::Postgres(_) | Address::MySql(_)), Some(password)) => {
+                    remember(kind, origin, &grant.shown, password.clone());
+                    *text = grant.shown;
+                    done.learned += 1;
+                }
+                _ => {
+                    let _ = url.set_password(None);
+                    *text = url.to_string();
+                    done.removed += 1;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `body` (a response the host could not read as JSON) holds what
+/// looks like a URL with a password (`scheme://user:secret@`).
+pub(crate) fn holds_url_credentials(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let mut rest = text.as_ref();
+    while let Some(at) = rest.find("://") {
+        rest = &rest[at + 3..];
+        let end = rest
+            .find(|c: char| c.is_whitespace() || "/?#\"'<>,;".contains(c))
+            .unwrap_or(rest.len());
+        if let Some((userinfo, _)) = rest[..end].rsplit_once('@')
+            && userinfo.contains(':')
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The query parameters an `open-uri` address may carry: none that makes the
+/// driver read a local file (`sslrootcert`, `sslkey`) or names another host,
+/// user or password (`host`, `user`, `password`).
+const OPEN_URI_PARAMS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "options",
+    "application_name",
+    "channel_binding",
+];
+
+/// The grant `open-uri` connects with, or why it is denied.
+fn uri_grant(access: &SqlAccess, kind: &str, uri: &str) -> Result<SqlGrant, String> {
+    let mut grant = SqlGrant::parse("open-uri", uri);
+    if grant.password.is_some() {
+        return Err(
+            "the address holds a password: open-uri takes one without, and the host \
+                    supplies the password it learned"
+                .into(),
+        );
+    }
+    match &grant.address {
+        Ok(Address::Postgres(_) | Address::MySql(_)) => {}
+        Ok(Address::Sqlite(_)) => {
+            return Err(
+                "open-uri opens PostgreSQL and MySQL addresses; a SQLite file is \
+                        reached through a key of describe-net.sql-keys"
+                    .into(),
+            );
+        }
+        Err(why) => return Err(why.clone()),
+    }
+    if let Ok(url) = url::Url::parse(&grant.shown)
+        && let Some((k, _)) = url
+            .query_pairs()
+            .find(|(k, _)| !OPEN_URI_PARAMS.contains(&k.as_ref()))
+    {
+        return Err(format!(
+            "the address sets `{}`, which open-uri does not pass on ({})",
+            crate::model::display::quote(&k),
+            OPEN_URI_PARAMS.join(", ")
+        ));
+    }
+    match learned_password(kind, &access.origins, &grant.shown) {
+        Some(password) => {
+            grant.password = Some(password);
+            Ok(grant)
+        }
+        None if access.origins.is_empty() => {
+            Err("this call is granted no HTTP origin, so the host learned no address for it".into())
+        }
+        None => Err(format!(
+            "the host did not learn this address from a response of an origin this object \
+             grants ({}) to the {kind} plugin in this process",
+            access.origins.join(", ")
+        )),
     }
 }
 
@@ -1326,6 +1572,44 @@ impl sql::HostConnection for CallState {
         }
     }
 
+    async fn open_uri(&mut self, uri: String) -> SqlResult<Resource<SqlConnection>> {
+        let access = self.sql_access().clone();
+        let kind = self.kind_name();
+        let grant = match uri_grant(&access, &kind, &uri) {
+            Ok(grant) => grant,
+            Err(why) => {
+                let shown = redact_unparsed(uri.trim());
+                tracing::warn!(
+                    plugin = &*kind,
+                    address = shown,
+                    "sql open-uri refused: {why}"
+                );
+                return Ok(Err(sql::SqlError::Denied(format!(
+                    "open-uri {}: {why}",
+                    crate::model::display::quote(&shown)
+                ))));
+            }
+        };
+        match connect(&grant, &access.limits).await {
+            Ok(conn) => {
+                tracing::info!(
+                    plugin = &*kind,
+                    address = grant.shown,
+                    "sql: connected (open-uri)"
+                );
+                Ok(Ok(self.table_mut().push(conn)?))
+            }
+            Err(e) => {
+                tracing::info!(
+                    plugin = &*kind,
+                    address = grant.shown,
+                    "sql: open-uri connect failed: {e:?}"
+                );
+                Ok(Err(e))
+            }
+        }
+    }
+
     async fn dialect(&mut self, handle: Resource<SqlConnection>) -> WtResult<sql::Dialect> {
         let (conn, _) = self.connection(&handle)?;
         Ok(conn.dialect.wit())
@@ -1651,6 +1935,78 @@ mod tests {
         assert!(check_statement(Dialect::Postgres, "ROLLBACK TO SAVEPOINT a").is_ok());
         assert!(check_statement(Dialect::Postgres, "select 1; select 2").is_ok());
         assert!(check_statement(Dialect::Sqlite, "select 1; select 2").is_err());
+    }
+
+    #[test]
+    fn responses_lose_their_credentials_and_the_host_keeps_database_ones() {
+        let origin = "https://api.example.test:443";
+        let mut body = json!({
+            "uri": "postgresql://role:npg_s3cretpass@ep-1.example.test/neondb?sslmode=require",
+            "roles": [{"name": "role", "password": "npg_s3cretpass"}],
+            "connection_uris": [{
+                "connection_uri": "mysql://u:mysqlpw12@db.example.test:3306/d",
+                "connection_parameters": {"password": "npg_s3cretpass", "host": "h"},
+            }],
+            "other": "https://user:webpw@site.example.test/x",
+            "plain": "postgresql://role@ep-1.example.test/neondb",
+        });
+        let done = strip_credentials(&mut body, "kind-a", origin);
+        assert_eq!(
+            done,
+            Stripped {
+                learned: 2,
+                removed: 3
+            }
+        );
+        let text = body.to_string();
+        for secret in ["npg_s3cretpass", "mysqlpw12", "webpw"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        let shown = body["uri"].as_str().unwrap().to_string();
+        assert_eq!(
+            shown,
+            "postgresql://role@ep-1.example.test/neondb?sslmode=require"
+        );
+        let origins = vec![origin.to_string()];
+        let access = SqlAccess::default().with_origins(origins.clone());
+        // The kind and an origin granted to the object that fetched it.
+        let grant = uri_grant(&access, "kind-a", &shown).unwrap();
+        assert_eq!(grant.password, Some(Password("npg_s3cretpass".into())));
+        assert!(
+            uri_grant(&access, "kind-b", &shown).is_err(),
+            "another kind"
+        );
+        let elsewhere = SqlAccess::default().with_origins(vec!["https://x:443".into()]);
+        assert!(uri_grant(&elsewhere, "kind-a", &shown).is_err());
+        assert!(uri_grant(&SqlAccess::default(), "kind-a", &shown).is_err());
+        // Nothing made up, nothing with a password, no file-reading options.
+        for denied in [
+            "postgresql://role@ep-1.example.test/other?sslmode=require",
+            "postgresql://admin@ep-1.example.test/neondb?sslmode=require",
+            "postgresql://role:npg_s3cretpass@ep-1.example.test/neondb?sslmode=require",
+            "postgresql://role@ep-1.example.test/neondb?sslmode=require&sslkey=/etc/x",
+            "postgresql://role@ep-1.example.test/neondb?sslmode=require&host=evil",
+            "sqlite:///tmp/x.db",
+        ] {
+            let why = uri_grant(&access, "kind-a", denied).unwrap_err();
+            assert!(!why.contains("npg_s3cretpass"), "{why}");
+        }
+        // A handle the user asked for gets it back; another kind's does not.
+        assert_eq!(
+            with_learned_password("kind-a", &origins, &shown),
+            "postgresql://role:npg_s3cretpass@ep-1.example.test/neondb?sslmode=require"
+        );
+        assert_eq!(with_learned_password("kind-b", &origins, &shown), shown);
+        assert!(learned_secrets().iter().any(|s| &**s == "npg_s3cretpass"));
+    }
+
+    #[test]
+    fn unparsed_bodies_are_checked_for_url_credentials() {
+        assert!(holds_url_credentials(b"{\"uri\": \"postgres://u:p@h/d\""));
+        assert!(!holds_url_credentials(
+            b"postgres://u@h/d https://h/a?b=c:d@e"
+        ));
+        assert!(!holds_url_credentials(b"no url here: a@b"));
     }
 
     #[test]
