@@ -63,7 +63,7 @@ fn options_for(
     if kind == "neon" {
         let fake = NeonFake::start();
         let config = serde_json::json!({
-            "api_url": fake.api, "sql_url": fake.sql, "allow_http": true, "api_key": NeonFake::KEY,
+            "api_url": fake.api, "allow_http": true, "api_key": NeonFake::KEY,
         });
         keep.push(Box::new(fake));
         return Options {
@@ -91,7 +91,6 @@ fn options_for(
 struct NeonFake {
     child: std::process::Child,
     api: String,
-    sql: String,
 }
 
 impl NeonFake {
@@ -113,14 +112,12 @@ impl NeonFake {
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let mut words = line
+        let api = line
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("the Neon fake said {line:?}"))
-            .split(' ');
-        let api = words.next().unwrap().to_owned();
-        let sql = words.next().unwrap().to_owned();
-        NeonFake { child, api, sql }
+            .to_owned();
+        NeonFake { child, api }
     }
 }
 

@@ -3,7 +3,8 @@
 //! `pg_basebackup` from its parent (so LSNs and transaction ids are real).
 //! The tests write through the connection URIs tether hands out with real
 //! `psql`, and read what tether made (pin and working branches) through the
-//! fake's API as a Neon user would.
+//! fake's API as a Neon user would. The plugin probes the branches over the
+//! host's `sql` (`open-uri`): the role's password stays with the host.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -17,11 +18,10 @@ use crate::support::{Dataset, describe, stderr, stdout};
 /// The API key the fake accepts; no output or file may ever hold it.
 const KEY: &str = "neon-key-5c1e0a9d77b24f31";
 
-/// A running fake: its API base URL and its SQL-over-HTTP origin.
+/// A running fake: its API base URL.
 struct Fake {
     child: Child,
     api: String,
-    sql: String,
 }
 
 impl Drop for Fake {
@@ -72,14 +72,12 @@ impl Fake {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
             .unwrap();
-        let mut words = first
+        let api = first
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("the fake said {first:?}"))
-            .split(' ');
-        let api = words.next().unwrap().to_owned();
-        let sql = words.next().unwrap().to_owned();
-        Fake { child, api, sql }
+            .to_owned();
+        Fake { child, api }
     }
 
     /// A request to the API with the key; the JSON of a 2xx answer.
@@ -162,8 +160,8 @@ impl Fake {
     /// `.tether/secrets.toml` for a dataset using this fake.
     fn secrets(&self) -> String {
         format!(
-            "[backends.neon]\napi_url = \"{}\"\nsql_url = \"{}\"\nallow_http = true\n",
-            self.api, self.sql
+            "[backends.neon]\napi_url = \"{}\"\nallow_http = true\n",
+            self.api
         )
     }
 }
@@ -179,10 +177,13 @@ fn psql(uri: &str, sql: &str) -> String {
     stdout(&out).trim().to_owned()
 }
 
-/// Every output a test saw, to check for the key at the end.
+/// Every output a test saw, to check for the key at the end; and every
+/// output but the handles the user asked for with `--with-password`, to
+/// check for the role's password.
 struct Run<'a> {
     d: &'a Dataset,
     seen: std::cell::RefCell<String>,
+    unasked: std::cell::RefCell<String>,
 }
 
 impl<'a> Run<'a> {
@@ -191,6 +192,7 @@ impl<'a> Run<'a> {
         Run {
             d,
             seen: Default::default(),
+            unasked: Default::default(),
         }
     }
 
@@ -202,9 +204,11 @@ impl<'a> Run<'a> {
             .args(args)
             .output()
             .expect("run tether");
-        self.seen
-            .borrow_mut()
-            .push_str(&format!("{}{}", stdout(&out), stderr(&out)));
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        self.seen.borrow_mut().push_str(&text);
+        if !args.contains(&"--with-password") {
+            self.unasked.borrow_mut().push_str(&text);
+        }
         out
     }
 
@@ -224,14 +228,36 @@ impl<'a> Run<'a> {
     /// secrets file, which holds none either: it names the variable).
     fn assert_key_never_shown(&self) {
         assert!(!self.seen.borrow().contains(KEY), "the API key was printed");
+        self.assert_in_no_file(KEY, "the API key");
+    }
+
+    /// The role's password appears in no output but the handles asked for
+    /// with `--with-password`, and in no file of the dataset.
+    fn assert_password_only_in_handles(&self, password: &str) {
+        assert!(
+            !self.unasked.borrow().contains(password),
+            "the role's password was printed unasked"
+        );
+        self.assert_in_no_file(password, "the role's password");
+    }
+
+    fn assert_in_no_file(&self, secret: &str, what: &str) {
         for file in crate::support::files_under(&self.d.root(), &self.d.root()) {
             let bytes = std::fs::read(self.d.root().join(&file)).unwrap_or_default();
             assert!(
-                !String::from_utf8_lossy(&bytes).contains(KEY),
-                "{file} holds the API key"
+                !String::from_utf8_lossy(&bytes).contains(secret),
+                "{file} holds {what}"
             );
         }
     }
+}
+
+/// The password of a connection URI the test got from the fake itself.
+fn password_of(uri: &str) -> String {
+    let userinfo = uri.split_once("://").unwrap().1.split_once('@').unwrap().0;
+    let password = userinfo.split_once(':').unwrap().1.to_owned();
+    assert!(password.starts_with("npg_"), "{uri}");
+    password
 }
 
 /// The pin ref a commit's output names for `key`.
@@ -274,9 +300,11 @@ fn pin_fork_write_commit_gc() {
     add(&run, "db", &pid, "neondb");
 
     // A plan file, then the commit: the trunk's pin is a child of main.
+    let password = password_of(&main_uri);
     let plan = d.tmp().join("plan.json");
     run.ok(&["commit", "-m", "first", "--plan", plan.to_str().unwrap()]);
-    assert!(!std::fs::read_to_string(&plan).unwrap().contains(KEY));
+    let plan_text = std::fs::read_to_string(&plan).unwrap();
+    assert!(!plan_text.contains(KEY) && !plan_text.contains(&password));
     let out = run.ok(&["commit", "-m", "first"]);
     let pin1 = pinned(&out, "db");
     let ds = d.dataset_id();
@@ -294,13 +322,20 @@ fn pin_fork_write_commit_gc() {
         fake.branch(&pid, &ws)["parent_id"],
         fake.branch(&pid, &pin1)["id"]
     );
+    // The plugin built the handle from a URI without the password; the
+    // host put the one it learned back for the user who asked.
     let url = run.ok(&["open", "db", "--with-password"]).trim().to_owned();
-    assert!(url.starts_with("postgresql://neondb_owner:"), "{url}");
+    assert!(
+        url.starts_with(&format!("postgresql://neondb_owner:{password}@")),
+        "{url}"
+    );
     let redacted = run.ok(&["open", "db"]);
     assert!(
-        !redacted.contains("npg_"),
+        redacted.starts_with("postgresql://neondb_owner:***@") && !redacted.contains("npg_"),
         "the password is redacted: {redacted}"
     );
+    let json = run.ok(&["open", "db", "--json"]);
+    assert!(!json.contains("npg_"), "never in --json: {json}");
     psql(&url, "INSERT INTO m VALUES (2)");
     assert_eq!(
         psql(&main_uri, "SELECT count(*) FROM m"),
@@ -343,6 +378,7 @@ fn pin_fork_write_commit_gc() {
     let uri2 = fake.read_only_uri(&pid, &pin2, "neondb");
     assert_eq!(psql(&uri2, "SELECT count(*) FROM m"), "2");
     run.assert_key_never_shown();
+    run.assert_password_only_in_handles(&password);
 }
 
 /// Two databases of one project: one pin per commit, one working branch
@@ -511,4 +547,96 @@ fn a_hostile_plugin_cannot_read_the_api_key() {
     assert!(manifest.contains("401"), "the fake saw no key: {manifest}");
     assert!(manifest.contains("authorization failed"), "{manifest}");
     run.assert_key_never_shown();
+}
+
+/// A plugin granted the API (and its key, by the user) fetches a connection
+/// URI: the response it gets holds no password, it can open that URI over
+/// `sql` (the host supplies the password), and nothing it made up: not
+/// another database or role on the same server, not a URI with a guessed
+/// password, not the fake's own database as its admin.
+#[test]
+fn a_plugin_gets_no_database_password_and_opens_only_what_the_host_learned() {
+    let fake = Fake::start();
+    let (pid, main_uri) = fake.project();
+    let password = password_of(&main_uri);
+    let server = main_uri
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let d = Dataset::init();
+    let run = Run::new(&d, &fake);
+    let probe = tether_testkit::test_plugin("http_probe");
+    run.ok(&["plugin", "add", probe.to_str().unwrap()]);
+    let secrets = d.root().join(".tether/secrets.toml");
+    let mut text = std::fs::read_to_string(&secrets).unwrap();
+    text.push_str(&format!(
+        "\n[backends.http-probe]\nurl = \"{}\"\nallow_http = true\ntoken_env = \"NEON_API_KEY\"\n",
+        fake.api
+    ));
+    d.write_secrets(&text);
+    let made_up = [
+        format!("postgresql://neondb_owner@{server}/postgres?sslmode=disable"),
+        format!("postgresql://tether@{server}/neondb?sslmode=disable"),
+        format!("postgresql://neondb_owner:guessed@{server}/neondb?sslmode=disable"),
+        format!(
+            "postgresql://neondb_owner@{server}/neondb?sslmode=disable&sslrootcert=/etc/passwd"
+        ),
+    ];
+    let url = format!(
+        "url={}/projects/{pid}/connection_uri?database_name=neondb&role_name=neondb_owner",
+        fake.api
+    );
+    let opens = format!("open_uri=$uri {}", made_up.join(" "));
+    run.ok(&[
+        "add",
+        "web",
+        "--kind",
+        "http-probe",
+        "--set",
+        &url,
+        "--set",
+        &opens,
+    ]);
+    run.ok(&["commit", "-m", "web"]);
+    let manifest = d.manifest("web");
+    let state = manifest.get("state").expect("a state");
+    let text = |v: &toml::Value, path: &[&str]| -> Option<String> {
+        let mut at = v;
+        for p in path {
+            at = at.get(p)?;
+        }
+        at.as_str().map(str::to_owned)
+    };
+    let body: Value = serde_json::from_str(&text(state, &["response", "body"]).unwrap()).unwrap();
+    let given = body["uri"].as_str().unwrap();
+    assert!(
+        given.starts_with(&format!("postgresql://neondb_owner@{server}/neondb?")),
+        "the URI without its password: {given}"
+    );
+    let opened = state.get("opened").and_then(|o| o.as_array()).unwrap();
+    assert_eq!(opened.len(), 5, "{opened:?}");
+    assert_eq!(text(&opened[0], &["uri"]).as_deref(), Some(given));
+    assert_eq!(
+        text(&opened[0], &["user"]).as_deref(),
+        Some("neondb_owner"),
+        "the learned URI opens: {}",
+        opened[0]
+    );
+    let errors: Vec<String> = opened[1..]
+        .iter()
+        .map(|a| text(a, &["error"]).unwrap_or_else(|| panic!("not denied: {a}")))
+        .collect();
+    for (error, uri) in errors.iter().zip(&made_up) {
+        assert!(error.starts_with("SQL access denied"), "{uri}: {error}");
+    }
+    assert!(errors[2].contains("holds a password"), "{}", errors[2]);
+    assert!(errors[3].contains("sslrootcert"), "{}", errors[3]);
+    // The body also lost the project's role password and connection
+    // parameters' password (none in this response), and nothing repeats it.
+    assert!(!body.to_string().contains(&password), "{body}");
+    run.assert_key_never_shown();
+    run.assert_password_only_in_handles(&password);
 }

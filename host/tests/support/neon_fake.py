@@ -2,9 +2,8 @@
 
 Usage: neon_fake.py PG_BIN_DIR API_KEY
 
-Prints one line, `listening <api url> <sql url>`, then serves until stdin
-closes or it gets SIGTERM, and then stops every cluster it started and
-removes them.
+Prints one line, `listening <api url>`, then serves until stdin closes or
+it gets SIGTERM, and then stops every cluster it started and removes them.
 
 What it implements (the documented subset the neon plugin uses, in Neon's
 JSON shapes): `POST /api/v2/projects`; per project `GET .../branches`,
@@ -15,13 +14,9 @@ JSON shapes): `POST /api/v2/projects`; per project `GET .../branches`,
 refused with 409), `GET .../connection_uri`, `GET .../operations/{id}`. Every
 mutation answers with operations that are `running` until the first time
 they are polled. Every request must carry `Authorization: Bearer API_KEY`
-(else 401), and no answer ever repeats it.
-
-The SQL-over-HTTP interface (`POST /sql` with `Neon-Connection-String`, as
-`@neondatabase/serverless` speaks it) is served on a second port, like Neon's
-per-region SQL origin: the statement runs on the branch's real server with
-the role's real password, and a request that carries an `Authorization`
-header is refused (the API key must never reach it).
+(else 401), and no answer ever repeats it. Connection URIs hold the role's
+real password, as Neon's do (the host takes it out before the plugin sees
+the response): a client connects to the branch's PostgreSQL with them.
 
 How faithful branching is: each branch is its own PostgreSQL cluster,
 made with `pg_basebackup` from its parent's running cluster, so a branch
@@ -114,7 +109,11 @@ class Cluster:
             [
                 os.path.join(PG_BIN, "postgres"), "-D", self.data, "-p", str(self.port),
                 "-k", SOCK, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                # Commits wait for their WAL to be written, as on Neon (where
+                # they wait for the safekeepers): `pg_current_wal_lsn()` then
+                # holds still once writes are done, so two objects on one
+                # branch probe the same LSN.
+                "-c", "synchronous_commit=on", "-c", "full_page_writes=off",
                 "-c", "shared_buffers=8MB", "-c", "max_connections=40",
                 "-c", "max_wal_senders=4", "-c", "wal_level=replica",
             ],
@@ -299,9 +298,15 @@ def create_project(body):
     ops = [operation(pid, "create_timeline", bid), operation(pid, "start_compute", bid, ep["id"])]
     return {
         "project": p, "branch": b, "endpoints": [ep], "operations": ops,
-        "roles": [{"branch_id": bid, "name": role, "protected": False}],
+        "roles": [{"branch_id": bid, "name": role, "password": password, "protected": False}],
         "databases": DATABASES[bid],
-        "connection_uris": [{"connection_uri": uri(pid, ep, database, role)}],
+        "connection_uris": [{
+            "connection_uri": uri(pid, ep, database, role),
+            "connection_parameters": {
+                "database": database, "password": password, "role": role,
+                "host": ep["host"], "pooler_host": ep["host"],
+            },
+        }],
     }
 
 
@@ -521,42 +526,6 @@ class Api(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_DELETE = handle_any
 
 
-def sql_params(query, params):
-    """Neon's `$1` placeholders as psycopg's."""
-    if not params:
-        return query, None
-    return re.sub(r"\$\d+", "%s", query.replace("%", "%%")), params
-
-
-class Sql(Api):
-    def handle_any(self):
-        raw = self.body()
-        if self.command != "POST" or urllib.parse.urlsplit(self.path).path != "/sql":
-            return self.reply(404, {"message": "not found"})
-        if self.headers.get("authorization") is not None:
-            return self.reply(400, {"message": "an Authorization header reached the SQL endpoint"})
-        conn = self.headers.get("neon-connection-string")
-        if not conn:
-            return self.reply(400, {"message": "missing Neon-Connection-String"})
-        try:
-            body = json.loads(raw)
-            query, params = sql_params(body["query"], body.get("params") or [])
-            with psycopg.connect(conn, autocommit=True, connect_timeout=30) as c:
-                cur = c.execute(query, params)
-                fields = [{"name": d.name, "dataTypeID": d.type_code} for d in (cur.description or [])]
-                rows = cur.fetchall() if cur.description else []
-                cells = [[None if v is None else str(v) for v in r] for r in rows]
-                status = (cur.statusmessage or "").split(" ")[0]
-                self.reply(200, {"command": status, "rowCount": cur.rowcount, "fields": fields,
-                                 "rows": cells, "rowAsArray": True})
-        except psycopg.Error as e:
-            self.reply(400, {"message": str(e).strip(), "code": getattr(e, "sqlstate", None)})
-        except Exception as e:
-            self.reply(400, {"message": f"{type(e).__name__}: {e}"})
-
-    do_GET = do_POST = do_PATCH = do_DELETE = handle_any
-
-
 def shutdown(*_):
     with LOCK:
         for b in list(BRANCHES.values()):
@@ -571,12 +540,10 @@ def shutdown(*_):
 def main():
     init_template()
     api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    sql = ThreadingHTTPServer(("127.0.0.1", 0), Sql)
-    for s in (api, sql):
-        threading.Thread(target=s.serve_forever, daemon=True).start()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    print(f"listening http://127.0.0.1:{api.server_port}/api/v2 http://127.0.0.1:{sql.server_port}", flush=True)
+    print(f"listening http://127.0.0.1:{api.server_port}/api/v2", flush=True)
     # The test holds our stdin: when it goes (the test ended, however), so do we.
     sys.stdin.read()
     shutdown()

@@ -306,8 +306,10 @@ impl Api {
         )))
     }
 
-    /// The connection URI (with the role's password) of `database` as
-    /// `role` through `endpoint_id`.
+    /// The connection URI of `database` as `role` through `endpoint_id`.
+    /// Neon puts the role's password in it; the host takes it out before
+    /// this plugin reads the response, and supplies it again when the URI
+    /// is opened over `sql` (`open-uri`) or handed to the user (`open`).
     pub fn connection_uri(
         &self,
         branch_id: &str,

@@ -7,7 +7,6 @@ use tether_sdk::kit::scratch_name;
 use tether_sdk::{Backend, Harness, Result};
 
 use crate::api::{READ_WRITE, create_project};
-use crate::probe::Compute;
 use crate::{Locator, NeonBackend};
 
 /// Makes neon objects for `tether-conformance`.
@@ -40,14 +39,9 @@ impl Harness for NeonHarness {
         let b = Self::backend();
         let p = b.project(loc)?;
         let branch = p.named(working_ref.unwrap_or(&loc.branch))?;
-        let uri = b.uri(&p, loc, branch, READ_WRITE)?;
-        let base = b.sql_base(&uri);
-        let compute = Compute {
-            sql_base: &base,
-            uri: &uri,
-        };
-        compute.query("CREATE TABLE IF NOT EXISTS tether_harness (n bigint)", &[])?;
-        compute.query("INSERT INTO tether_harness VALUES (1)", &[])?;
+        let compute = b.compute(&p, loc, branch, READ_WRITE)?;
+        compute.execute("CREATE TABLE IF NOT EXISTS tether_harness (n bigint)")?;
+        compute.execute("INSERT INTO tether_harness VALUES (1)")?;
         Ok(())
     }
 

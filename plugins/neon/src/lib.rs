@@ -13,9 +13,10 @@
 //! of the whole project, so two databases of one project share pins and
 //! working branches. Configuration lives in `.tether/secrets.toml` only:
 //! `api_url` (default Neon's API v2), `api_key_env` (default `NEON_API_KEY`;
-//! or `api_key` itself), `sql_url` (the origin serving Neon's SQL over
-//! HTTP), `allow_http` (loopback fakes), `protected_pins`. The host sends
-//! the API key; this plugin never holds it.
+//! or `api_key` itself), `allow_http` (loopback fakes), `protected_pins`.
+//! The host sends the API key; this plugin never holds it. Nor does it hold
+//! a role's password: the host takes it out of the API's connection URIs
+//! and supplies it when the plugin opens one over `sql` ([`probe`]).
 //!
 //! A state is `{"branch", "commit_xid", "lsn", "timeline"}`, probed over SQL
 //! on the branch's `read_write` endpoint ([`probe`]): `commit_xid` (the
@@ -32,6 +33,13 @@
 //! `.3`, ... and that name is returned. Every branch tether reads or writes
 //! gets one `read_write` endpoint, created once (a second creator finds the
 //! first's); pins are opened through a `read_only` one.
+//!
+//! ## Handles
+//!
+//! `open` hands back the endpoint's connection URI as the plugin got it,
+//! without the password; the host puts back the one it learned from the
+//! same API response (the user's own), and the CLI prints it only with
+//! `--with-password`.
 
 mod api;
 mod harness;
@@ -94,8 +102,6 @@ fn default_branch() -> String {
 struct Config {
     #[serde(default)]
     api_url: Option<String>,
-    #[serde(default)]
-    sql_url: Option<String>,
     #[serde(default)]
     protected_pins: bool,
 }
@@ -184,25 +190,17 @@ impl NeonBackend {
     }
 
     /// The connection URI of the object's database on `branch` through its
-    /// endpoint of `kind` (created when missing).
+    /// endpoint of `kind` (created when missing), as the host hands it on:
+    /// without the role's password, which the host keeps.
     fn uri(&self, p: &Project, loc: &Locator, branch: &Branch, kind: &str) -> Result<String> {
         let ep = p.api.endpoint(&branch.id, kind)?;
         p.api
             .connection_uri(&branch.id, &ep.id, &loc.database, &loc.role)
     }
 
-    /// The origin serving SQL over HTTP: `sql_url`, else the endpoint's host.
-    fn sql_base(&self, uri: &str) -> String {
-        if let Some(base) = &self.config.sql_url {
-            return base.clone();
-        }
-        let host = uri
-            .split_once("://")
-            .map(|(_, rest)| rest)
-            .and_then(|rest| rest.split(['/', '?']).next())
-            .map(|auth| auth.rsplit_once('@').map_or(auth, |(_, h)| h))
-            .unwrap_or_default();
-        format!("https://{host}")
+    /// A connection to the object's database on `branch` (endpoint `kind`).
+    fn compute(&self, p: &Project, loc: &Locator, branch: &Branch, kind: &str) -> Result<Compute> {
+        Compute::open(&self.uri(p, loc, branch, kind)?)
     }
 
     fn probe_state(
@@ -212,13 +210,7 @@ impl NeonBackend {
         branch: &Branch,
         kind: &str,
     ) -> Result<Value> {
-        let uri = self.uri(p, loc, branch, kind)?;
-        let base = self.sql_base(&uri);
-        let (lsn, xid) = Compute {
-            sql_base: &base,
-            uri: &uri,
-        }
-        .state()?;
+        let (lsn, xid) = self.compute(p, loc, branch, kind)?.state()?;
         let lineage = if p.descends(branch, &loc.branch) {
             loc.branch.clone()
         } else {
@@ -638,13 +630,7 @@ impl Backend for NeonBackend {
     fn check_quiescence(&self, loc: &Locator, working_ref: Option<&str>) -> Result<()> {
         let p = self.project(loc)?;
         let branch = p.named(working_ref.unwrap_or(&loc.branch))?;
-        let uri = self.uri(&p, loc, branch, READ_WRITE)?;
-        let base = self.sql_base(&uri);
-        let writers = Compute {
-            sql_base: &base,
-            uri: &uri,
-        }
-        .writers()?;
+        let writers = self.compute(&p, loc, branch, READ_WRITE)?.writers()?;
         if writers > 0 {
             return Err(Error::backend(format!(
                 "{writers} session(s) on Neon branch {} hold an open write transaction \
@@ -693,16 +679,13 @@ impl tether_sdk::DescribeExt for NeonBackend {
 
 impl tether_sdk::DescribeNet for NeonBackend {
     fn http_grants(&self) -> Vec<tether_sdk::HttpGrant> {
-        vec![
-            tether_sdk::HttpGrant {
-                default_url: Some(DEFAULT_API_URL.into()),
-                token_key: Some("api_key".into()),
-                token_env_key: Some("api_key_env".into()),
-                default_token_env: Some(DEFAULT_API_KEY_ENV.into()),
-                ..tether_sdk::HttpGrant::url("api_url")
-            },
-            tether_sdk::HttpGrant::url("sql_url"),
-        ]
+        vec![tether_sdk::HttpGrant {
+            default_url: Some(DEFAULT_API_URL.into()),
+            token_key: Some("api_key".into()),
+            token_env_key: Some("api_key_env".into()),
+            default_token_env: Some(DEFAULT_API_KEY_ENV.into()),
+            ..tether_sdk::HttpGrant::url("api_url")
+        }]
     }
 }
 
@@ -758,14 +741,5 @@ mod tests {
         )
         .unwrap();
         assert!(b.validate_locator(&loc).is_err());
-    }
-
-    #[test]
-    fn sql_origin_defaults_to_the_endpoint_host() {
-        let b = NeonBackend::default();
-        assert_eq!(
-            b.sql_base("postgresql://r:pw@ep-a-1.us-east-2.aws.neon.tech/db?sslmode=require"),
-            "https://ep-a-1.us-east-2.aws.neon.tech"
-        );
     }
 }

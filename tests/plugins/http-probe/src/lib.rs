@@ -6,9 +6,13 @@
 //! variable `token_env` names, or `HTTP_PROBE_TOKEN`) and the origin of
 //! `catalog.uri` (token `catalog.token`). Its `fingerprint` GETs `fetch`
 //! (default `url`); with `follow`, it follows a redirect by hand, as a
-//! plugin could; with `set_header`, it tries to send that header itself. The
-//! state it returns holds the status, the response headers, the body and
-//! the configuration it was given, so the tests see everything it saw.
+//! plugin could; with `set_header`, it tries to send that header itself;
+//! with `open_uri` (addresses separated by spaces, `$uri` standing for the
+//! `uri` member of the JSON response), it opens each over the host's `sql`
+//! (`open-uri`, since 0.1.5) and asks for `current_user`. The state it
+//! returns holds the status, the response headers, the body, what each
+//! open gave and the configuration it was given, so the tests see
+//! everything it saw.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -26,6 +30,20 @@ pub struct Locator {
     set_header: Option<String>,
     #[serde(default)]
     post: Option<Value>,
+    #[serde(default)]
+    open_uri: Option<String>,
+}
+
+/// Open `uri` over `sql` and ask who we are: the user, or the error.
+fn open_uri(uri: &str) -> Value {
+    let who = tether_sdk::sql::Connection::open_uri(uri).and_then(|db| {
+        let rows = db.query("SELECT current_user::text AS u", &[])?;
+        rows.first().map(|row| row.get::<String>("u")).transpose()
+    });
+    match who {
+        Ok(user) => json!({"uri": uri, "user": user}),
+        Err(e) => json!({"uri": uri, "error": e.to_string()}),
+    }
 }
 
 #[derive(Default)]
@@ -78,6 +96,18 @@ impl Backend for Probe {
                 .to_string();
             let second = http::get(&location)?;
             state["followed"] = report(&second);
+        }
+        if let Some(list) = &loc.open_uri {
+            let given = first
+                .json::<Value>()
+                .ok()
+                .and_then(|v| v.get("uri").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default();
+            let opened: Vec<Value> = list
+                .split_whitespace()
+                .map(|u| open_uri(if u == "$uri" { &given } else { u }))
+                .collect();
+            state["opened"] = json!(opened);
         }
         Ok(state)
     }
