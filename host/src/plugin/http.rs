@@ -54,6 +54,14 @@
 //!   echoes the credential (an echo endpoint, an error message quoting it)
 //!   cannot hand it to the plugin. One that transforms it (base64, say) can:
 //!   the host cannot see that, and granting the origin is trusting it;
+//! - a JSON response (`application/json`, `+json`) is read whole by the host
+//!   and reaches the plugin without credentials: a URL's password and every
+//!   `password` member are removed, and a PostgreSQL or MySQL address's
+//!   password is kept for the process, for `sql`'s `open-uri`
+//!   ([`super::sql::strip_credentials`]; a Neon connection URI). One the host
+//!   cannot read (encoded, partial) is cut off when it shows a URL with a
+//!   password; `accept-encoding` is never sent, so bodies come unencoded; and
+//!   any later response repeating a kept password is cut off;
 //! - connect, first-byte and between-bytes timeouts are clamped to the
 //!   host's ([`HttpLimits`]), a response body over the size cap fails, and
 //!   the per-call deadline holds while a plugin waits on the network (the
