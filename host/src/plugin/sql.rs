@@ -758,7 +758,7 @@ fn strip_into(value: &mut Json, kind: &str, origin: &str, done: &mut Stripped) {
     match value {
         Json::Object(map) => {
             let before = map.len();
-            map.retain(|k, v| !(k.eq_ignore_ascii_case("password") && !v.is_object()));
+            map.retain(|k, _| !k.eq_ignore_ascii_case("password"));
             done.removed += before - map.len();
             for v in map.values_mut() {
                 strip_into(v, kind, origin, done);
