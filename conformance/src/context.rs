@@ -151,6 +151,11 @@ impl Ctx {
         }
     }
 
+    /// The plugin under test.
+    pub(crate) fn plugin(&self) -> &Arc<Plugin> {
+        &self.shared.plugin
+    }
+
     pub(crate) fn has(&self, capability: &str) -> bool {
         self.shared.capabilities.iter().any(|c| c == capability)
     }

@@ -3,18 +3,25 @@
 //! frozen `tests/fixtures/wit-0.1.0`, built fresh into
 //! `tests/plugins/abi-0-1-0` — loads in this host and every call reaches it;
 //! so does one built against the frozen 0.1.1 (`abi-0-1-1`), whose optional
-//! `describe-ext` keeps answering; while a plugin declaring an incompatible
-//! contract is refused.
+//! `describe-ext` keeps answering; and so on for every frozen 0.1.x
+//! (`abi-0-1-2` .. `abi-0-1-4`, each using what its version added: the
+//! directory grant, `describe-net` and `sql`, `storage.bucket.head-version`);
+//! none of them has `describe-meta` (0.1.5), and each loads without
+//! metadata; while a plugin declaring an incompatible contract is refused.
 
 use std::time::Duration;
 
 use serde_json::json;
-use tether::plugin::{BackendError, HOST_ABI, PluginError, Runtime, RuntimeConfig};
+use tether::plugin::{BackendError, HOST_ABI, PluginError, PluginMeta, Runtime, RuntimeConfig};
 use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
 fn runtime() -> Runtime {
+    runtime_caching_in(cache_dir())
+}
+
+fn runtime_caching_in(cache_root: std::path::PathBuf) -> Runtime {
     Runtime::new(RuntimeConfig {
-        cache_root: cache_dir(),
+        cache_root,
         call_timeout: Duration::from_secs(10),
         ..RuntimeConfig::default()
     })
@@ -195,5 +202,259 @@ fn an_sdk_plugin_that_does_not_opt_in_has_no_describe_ext() {
         assert_eq!(acme.descriptor().abi, HOST_ABI);
         assert!(acme.has_harness());
         assert_eq!(acme.config_keys().await.expect("config keys"), None);
+    });
+}
+
+/// Whether the component's bytes hold `s` (an interface name it imports or
+/// exports).
+fn holds(path: &std::path::Path, s: &str) -> bool {
+    let bytes = std::fs::read(path).expect("read the fixture");
+    bytes.windows(s.len()).any(|w| w == s.as_bytes())
+}
+
+#[test]
+fn a_plugin_built_against_the_frozen_0_1_3_contract_keeps_its_net_grants_and_sql() {
+    block_on(async {
+        let path = test_plugin("abi_0_1_3");
+        assert!(holds(&path, "tether:backend/backend@0.1.3"));
+        assert!(holds(&path, "tether:backend/describe-net@0.1.3"));
+        assert!(holds(&path, "tether:backend/sql@0.1.3"));
+        assert!(!holds(&path, "describe-meta"));
+        assert_ne!(HOST_ABI, "0.1.3");
+
+        let old = runtime()
+            .load_file(&path)
+            .await
+            .expect("the 0.1.3 plugin loads in this host");
+        assert_eq!(old.descriptor().abi, "0.1.3");
+        assert_eq!(
+            old.config_keys().await.expect("config keys"),
+            Some(vec!["region".to_string()])
+        );
+        // Its describe-net answered at load.
+        assert_eq!(old.sql_keys(), ["db"]);
+        let grants = old.http_grants();
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        assert_eq!(grants[0].url_key, "api");
+        assert_eq!(
+            grants[0].default_url.as_deref(),
+            Some("https://api.example.invalid")
+        );
+        assert!(
+            old.host_imports().contains(&"sql"),
+            "{:?}",
+            old.host_imports()
+        );
+        // describe-meta came in 0.1.5.
+        assert_eq!(old.meta(), None);
+        assert_eq!(old.meta_as_given().await.expect("describe-meta"), None);
+
+        // Its 0.1.3 `sql` import, linked to this host's `sql`: a zero-length
+        // file is an empty SQLite database.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("empty.db");
+        std::fs::write(&db, b"").expect("create the database file");
+        let obj = old.object(
+            &json!({"db": format!("sqlite://{}", db.display())}),
+            &json!({}),
+        );
+        assert_eq!(
+            obj.fingerprint(None)
+                .await
+                .expect("fingerprint through sql"),
+            json!({"answer": 42, "column": "answer", "dialect": "sqlite"})
+        );
+        // A key it did not declare grants nothing: no `db`, no connection.
+        let ungranted = old.object(&json!({"other": "sqlite:///nowhere.db"}), &json!({}));
+        match ungranted.fingerprint(None).await {
+            Err(BackendError::Backend(m)) => assert!(m.contains("open"), "{m}"),
+            other => panic!("fingerprint without a granted db: {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_plugin_built_against_the_frozen_0_1_4_contract_reads_head_version() {
+    block_on(async {
+        let path = test_plugin("abi_0_1_4");
+        assert!(holds(&path, "tether:backend/backend@0.1.4"));
+        assert!(holds(&path, "tether:backend/storage@0.1.4"));
+        assert!(holds(&path, "head-version"));
+        assert!(!holds(&path, "describe-meta"));
+        assert_ne!(HOST_ABI, "0.1.4");
+
+        let old = runtime()
+            .load_file(&path)
+            .await
+            .expect("the 0.1.4 plugin loads in this host");
+        assert_eq!(old.descriptor().abi, "0.1.4");
+        assert_eq!(
+            old.config_keys().await.expect("config keys"),
+            Some(Vec::new())
+        );
+        assert_eq!(old.meta(), None);
+        assert_eq!(old.meta_as_given().await.expect("describe-meta"), None);
+
+        // Its 0.1.4 `head-version` answers through this host's storage: the
+        // current object with no version id (a local bucket keeps none)...
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("state.json"), b"{}").expect("write state.json");
+        let root = dir.path().to_str().unwrap();
+        let state = old
+            .object(&json!({"root": root}), &json!({}))
+            .fingerprint(None)
+            .await
+            .expect("fingerprint through head-version");
+        assert_eq!(state["found"], json!(true), "{state}");
+        assert_eq!(state["size"], json!(2), "{state}");
+        assert_eq!(state["version"], json!(null), "{state}");
+        assert!(
+            state["etag"].as_str().is_some_and(|e| !e.is_empty()),
+            "{state}"
+        );
+        // ...no past version of it, and nothing once it is gone.
+        let past = old
+            .object(&json!({"root": root, "version": "v1"}), &json!({}))
+            .fingerprint(None)
+            .await
+            .expect("fingerprint of a past version");
+        assert_eq!(past, json!({"found": false}));
+        std::fs::remove_file(dir.path().join("state.json")).expect("remove state.json");
+        let gone = old
+            .object(&json!({"root": root}), &json!({}))
+            .fingerprint(None)
+            .await
+            .expect("fingerprint without state.json");
+        assert_eq!(gone, json!({"found": false}));
+    });
+}
+
+#[test]
+fn no_plugin_built_before_0_1_5_has_metadata() {
+    block_on(async {
+        let rt = runtime();
+        for stem in [
+            "abi_0_1_0",
+            "abi_0_1_1",
+            "abi_0_1_2",
+            "abi_0_1_3",
+            "abi_0_1_4",
+        ] {
+            let path = test_plugin(stem);
+            assert!(!holds(&path, "describe-meta"), "{stem}");
+            let old = rt.load_file(&path).await.expect(stem);
+            assert_eq!(old.meta(), None, "{stem}");
+            assert_eq!(
+                old.meta_as_given().await.expect("describe-meta"),
+                None,
+                "{stem}"
+            );
+        }
+    });
+}
+
+#[test]
+fn every_sdk_plugin_exports_describe_meta_from_its_cargo_metadata() {
+    block_on(async {
+        let rt = runtime();
+        let memory = rt
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        assert_eq!(
+            memory.meta(),
+            Some(&PluginMeta {
+                name: "tether-plugin-memory".into(),
+                version: "0.1.0".into(),
+                authors: vec!["The tether developers".into()],
+                description: memory.meta().and_then(|m| m.description.clone()),
+                homepage: Some("https://example.invalid/tether".into()),
+                license: Some("Apache-2.0".into()),
+                tested_against: None,
+            })
+        );
+        let description = memory.meta().unwrap().description.clone().unwrap();
+        assert!(
+            description.starts_with("tether's reference backend"),
+            "{description}"
+        );
+        // A built-in adds what it was tested against.
+        let neon = rt
+            .load_file(&first_party_plugin("tether_plugin_neon"))
+            .await
+            .expect("load neon");
+        let tested = neon.meta().unwrap().tested_against.clone().unwrap();
+        assert!(tested.contains("Neon API v2"), "{tested}");
+        // A third-party plugin of the test workspace, without opting in to
+        // anything: its own crate's name and version.
+        let acme = rt.load_file(&test_plugin("acme")).await.expect("load acme");
+        let meta = acme.meta().expect("acme has metadata");
+        assert_eq!(
+            (meta.name.as_str(), meta.version.as_str()),
+            ("acme", "0.0.0")
+        );
+        assert_eq!(acme.meta_as_given().await.unwrap().as_ref(), Some(meta));
+    });
+}
+
+#[test]
+fn describe_meta_is_asked_once_per_component_and_cached_with_its_descriptor() {
+    block_on(async {
+        let cache = tempfile::tempdir().expect("tempdir");
+        let acme = test_plugin("acme");
+        let first = runtime_caching_in(cache.path().to_path_buf());
+        let loaded = first.load_file(&acme).await.expect("load acme");
+        // describe, then describe-meta.
+        assert_eq!(first.stats().instantiated, 2);
+        let meta = loaded.meta().cloned().expect("acme has metadata");
+        // Another process with the same cache starts no instance to load it.
+        let second = runtime_caching_in(cache.path().to_path_buf());
+        let again = second.load_file(&acme).await.expect("load acme again");
+        assert_eq!(second.stats().instantiated, 0);
+        assert_eq!(again.meta(), Some(&meta));
+    });
+}
+
+#[test]
+fn hostile_metadata_is_bounded_and_stripped_at_load() {
+    block_on(async {
+        let hostile = runtime()
+            .load_file(&test_plugin("hostile"))
+            .await
+            .expect("load hostile");
+        let given = hostile
+            .meta_as_given()
+            .await
+            .expect("describe-meta")
+            .expect("hostile has metadata");
+        // Not vacuous: the plugin really says all that.
+        assert!(given.name.len() > 100_000 && given.name.contains('\x1b'));
+        assert_eq!(given.authors.len(), 1000);
+        let meta = hostile.meta().expect("kept, bounded");
+        assert!(meta.name.starts_with("evil[2JNNN"), "{}", meta.name);
+        assert!(meta.name.chars().count() <= 64, "{}", meta.name);
+        assert_eq!(meta.version, "6.6.6 FAKE-KIND  sha256:0000  built-in");
+        assert_eq!(meta.authors.len(), 16);
+        assert_eq!(meta.authors[0], "author0");
+        let tested = meta.tested_against.as_deref().unwrap();
+        assert!(
+            tested.chars().count() <= 256 && tested.starts_with("31m"),
+            "{tested}"
+        );
+        let every = serde_json::to_string(meta).unwrap();
+        assert!(every.len() < 8 * 1024, "{} bytes", every.len());
+        for field in [
+            &meta.name,
+            &meta.version,
+            &meta.authors[0],
+            &tested.to_string(),
+        ] {
+            assert!(
+                !field
+                    .chars()
+                    .any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
+                "{field:?}"
+            );
+        }
     });
 }

@@ -422,6 +422,16 @@ pub trait Backend: Default + 'static {
         Ok(true)
     }
 
+    /// What `tether backends` shows about this plugin (`describe-meta`, since
+    /// 0.1.5). `package` is what [`export!`](crate::export) took from the
+    /// crate's Cargo metadata (name, version, authors, description,
+    /// homepage or else repository, license); return it with
+    /// [`Meta::tested_against`](crate::Meta::tested_against) set, or changed.
+    /// Default: as Cargo says.
+    fn meta(&self, package: crate::meta::Meta) -> crate::meta::Meta {
+        package
+    }
+
     /// The capability error for an unsupported `method` (used by defaults).
     fn unsupported(&self, method: &str) -> Error {
         Error::unsupported(method, &self.describe().kind)

@@ -31,6 +31,8 @@
 //! - [`sql`]: databases the host connects to for the plugin
 //!   ([`sql::Connection`], since 0.1.3; keys named by [`DescribeNet`]).
 //! - [`log`]: log lines to the host ([`info!`], [`debug!`], ...).
+//! - [`meta`]: the plugin's name, version and authors (`describe-meta`),
+//!   from its Cargo.toml.
 //! - [`bindings`]: the raw generated bindings, when a wrapper is missing.
 //!
 //! ## A small backend
@@ -107,6 +109,10 @@
 //!   0.1.3) by [`DescribeNet`]. An interface left out is
 //!   not exported, and the host treats its answers as not given, as for a
 //!   plugin built before it existed.
+//! - Every form also exports `describe-meta` (since 0.1.5): the plugin's
+//!   name, version, authors, description, homepage and license from its
+//!   crate's Cargo.toml, plus what [`Backend::meta`] adds (what it was
+//!   tested against). See [`meta`].
 //!
 //! Call it once, in the crate that builds the component (`crate-type =
 //! ["cdylib"]`). A library that other plugins wrap should put its call behind a
@@ -131,6 +137,7 @@ pub mod http;
 pub mod json;
 pub mod kit;
 pub mod log;
+pub mod meta;
 pub mod sql;
 pub mod storage;
 pub mod tree;
@@ -243,6 +250,26 @@ pub mod describe_net_bindings {
     });
 }
 
+/// Bindings for the `describe-meta` export alone (since 0.1.5), in a helper
+/// world like [`describe_ext_bindings`]. Unlike the others, [`export!`] always
+/// exports it, filled from the plugin crate's Cargo metadata ([`meta`]).
+#[doc(hidden)]
+pub mod describe_meta_bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        inline: "
+            package tether-sdk:glue-meta;
+            world describe-meta-only {
+                export tether:backend/describe-meta@0.1.5;
+            }
+        ",
+        world: "tether-sdk:glue-meta/describe-meta-only",
+        pub_export_macro: true,
+        export_macro_name: "export_describe_meta_only",
+        default_bindings_module: "tether_sdk::describe_meta_bindings",
+    });
+}
+
 pub use backend::{
     ABI_VERSION, Backend, Capability, DescribeExt, DescribeFs, DescribeNet, Descriptor, Expected,
     Handle, HistoryEntry, HttpGrant, PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus,
@@ -253,6 +280,7 @@ pub use error::{Error, Result};
 pub use expected::{check_expected, content_state, same_content};
 pub use harness::Harness;
 pub use json::{canonical_json, locator, state};
+pub use meta::Meta;
 /// What the host computes too: canonical JSON, content states, pin ids,
 /// listing names, ref names and generations, capability names (the
 /// `tether-contract` crate, shared with the host and the conformance suite).
@@ -285,6 +313,39 @@ macro_rules! export {
         $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
         $( $crate::__export_harness!($harness); )?
         $($( $crate::__export_optional!($optional); )*)?
+        $crate::__export_meta!($backend);
+    };
+}
+
+/// `export!`'s `describe-meta` (since 0.1.5), exported from every plugin:
+/// expanded in the plugin crate, so `env!` reads that crate's Cargo
+/// metadata, which the backend may amend ([`Backend::meta`]); not API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_meta {
+    ($backend:ty) => {
+        #[doc(hidden)]
+        struct __TetherMeta;
+        impl $crate::describe_meta_bindings::exports::tether::backend::describe_meta::Guest
+            for __TetherMeta
+        {
+            fn meta()
+            -> $crate::describe_meta_bindings::exports::tether::backend::describe_meta::PluginMeta
+            {
+                $crate::meta::answer::<$backend>($crate::meta::Meta::from_cargo(
+                    ::core::env!("CARGO_PKG_NAME"),
+                    ::core::env!("CARGO_PKG_VERSION"),
+                    ::core::env!("CARGO_PKG_AUTHORS"),
+                    ::core::env!("CARGO_PKG_DESCRIPTION"),
+                    ::core::env!("CARGO_PKG_HOMEPAGE"),
+                    ::core::env!("CARGO_PKG_REPOSITORY"),
+                    ::core::env!("CARGO_PKG_LICENSE"),
+                ))
+            }
+        }
+        $crate::describe_meta_bindings::export_describe_meta_only!(
+            __TetherMeta with_types_in $crate::describe_meta_bindings
+        );
     };
 }
 

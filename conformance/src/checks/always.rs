@@ -16,6 +16,10 @@ pub(super) fn group() -> Group {
             check!("fingerprint.changes-after-mutate", changes_after_mutate),
             check!("fingerprint.identity-deterministic", identity_deterministic),
             check!("fingerprint.pin-id-deterministic", pin_id_deterministic),
+            check!(
+                "fingerprint.describe-meta-well-formed",
+                describe_meta_well_formed
+            ),
         ],
     }
 }
@@ -90,6 +94,34 @@ async fn pin_id_deterministic(ctx: Ctx) -> Outcome {
     ensure!(
         third != first,
         "the pin id stayed {first} after a write; expected a new id for new content"
+    );
+    Ok(())
+}
+
+/// `describe-meta` (since 0.1.5), when the plugin exports it, names the
+/// plugin with a semver version, and says nothing the host would have to cut
+/// or strip before showing it (control characters, over-long fields). A
+/// plugin without it passes: it is optional.
+async fn describe_meta_well_formed(ctx: Ctx) -> Outcome {
+    let Some(given) = ctx.plugin().meta_as_given().await.step("describe-meta")? else {
+        return Ok(());
+    };
+    ensure!(
+        !given.name.trim().is_empty(),
+        "describe-meta gave an empty name; expected the plugin's name (its crate's)"
+    );
+    ensure!(
+        semver::Version::parse(&given.version).is_ok(),
+        "describe-meta gave version {}; expected a semver version (1.2.3)",
+        show(&serde_json::json!(given.version))
+    );
+    let shown = given.clone().bounded();
+    ensure!(
+        shown == given,
+        "describe-meta gave {}, which tether shows as {}: a field holds control characters, \
+         surrounding blanks or empty values, or is longer than tether shows",
+        show(&serde_json::json!(given)),
+        show(&serde_json::json!(shown))
     );
     Ok(())
 }

@@ -5,6 +5,7 @@ use anyhow::Result;
 use super::frame::Ctx;
 use super::output::{Exit, print_json};
 use crate::engine::backends;
+use crate::model::display::escape_inline;
 use crate::plugin::Runtime;
 
 #[derive(Debug, clap::Args)]
@@ -53,6 +54,17 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         );
         if !r.imports.is_empty() {
             outln!("{:width$}  imports {}", "", r.imports.join(", "));
+        }
+        // Plugin-controlled: bounded and stripped at load, escaped again here.
+        match &r.meta {
+            Some(m) => {
+                outln!("{:width$}  plugin {}", "", escape_inline(&m.summary()));
+                if let Some(t) = &m.tested_against {
+                    outln!("{:width$}  tested against: {}", "", escape_inline(t));
+                }
+            }
+            None if r.installed => outln!("{:width$}  plugin -", ""),
+            None => {}
         }
         if let Some(note) = &r.note {
             outln!("{:width$}  note: {note}", "");

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::frame::Ctx;
 use super::output::{Exit, print_json};
 use crate::engine::plugin_cmd;
+use crate::model::display::escape_inline;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -258,8 +259,14 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 outln!("no plugins pinned and no objects");
             } else {
                 for r in &rows {
+                    // Plugin-controlled: bounded and stripped at load,
+                    // escaped again here.
+                    let meta = r
+                        .meta
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |m| escape_inline(&m.summary()).into());
                     outln!(
-                        "{}  {}  {}{}",
+                        "{}  {}  {}  {meta}{}",
                         r.kind,
                         r.digest.as_deref().unwrap_or("(not pinned)"),
                         r.source,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::error::Result;
 use super::repo::Repo;
-use crate::plugin::{Plugin, PluginError, Runtime, builtin};
+use crate::plugin::{Plugin, PluginError, PluginMeta, Runtime, builtin};
 
 /// One row of `tether backends` (spec/09 "JSON output", plus `source` and
 /// `digest` of the component that serves the kind).
@@ -32,6 +32,10 @@ pub struct BackendInfo {
     /// The host capabilities the component imports: `storage`, `tree`,
     /// `sql`, `wasi:http`, `filesystem` (`Plugin::host_imports`).
     pub imports: Vec<String>,
+    /// What the plugin says about itself (`describe-meta`, since 0.1.5):
+    /// name, version, authors, ...; `null` for a plugin without it or one
+    /// not loaded.
+    pub meta: Option<PluginMeta>,
 }
 
 /// What `add` and `backends` say about an experimental plugin: where what it
@@ -68,6 +72,7 @@ fn row(p: &Plugin, pinned: bool) -> BackendInfo {
         digest: p.digest().to_string(),
         pinned,
         imports: p.host_imports().iter().map(|s| s.to_string()).collect(),
+        meta: p.meta().cloned(),
     }
 }
 
@@ -103,6 +108,7 @@ pub async fn list_for(repo: &Repo) -> Result<Vec<BackendInfo>> {
             digest: repo.config.plugins[kind].digest.clone(),
             pinned: true,
             imports: Vec::new(),
+            meta: None,
         });
     }
     rows.sort_by(|a, b| a.kind.cmp(&b.kind));

@@ -23,7 +23,7 @@ use super::repo::Repo;
 use crate::model::config::{PluginPin, is_plugin_digest};
 use crate::model::{Config, Secrets, fsutil};
 use crate::plugin::registry::{self, Located, Places};
-use crate::plugin::{PluginSource, builtin};
+use crate::plugin::{PluginMeta, PluginSource, builtin};
 
 /// What `plugin add` did.
 #[derive(Debug, Clone, Serialize)]
@@ -406,10 +406,15 @@ pub struct Listed {
     pub trusted: bool,
     /// Why it does not resolve, when it does not.
     pub problem: Option<String>,
+    /// What the plugin says about itself (`describe-meta`, since 0.1.5);
+    /// `null` when it has none or was not loaded (not trusted, missing).
+    pub meta: Option<PluginMeta>,
 }
 
 /// The dataset's pins and the kinds its objects use, with where each
-/// resolves. Reads files and hashes them; runs no plugin but the built-ins.
+/// resolves. Reads files and hashes them; a pinned plugin's metadata comes
+/// from the plugins the dataset loads, so an untrusted one is never run and
+/// has none.
 pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
     let builtins = builtin::load_all(repo.runtime()?).await?;
     let builtin_digest = |kind: &str| {
@@ -417,6 +422,20 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
             .iter()
             .find(|p| p.kind() == kind)
             .map(|p| p.digest().to_string())
+    };
+    let builtin_meta = |kind: &str| {
+        builtins
+            .iter()
+            .find(|p| p.kind() == kind)
+            .and_then(|p| p.meta().cloned())
+    };
+    // A kind whose pin cannot be served is missing from the resolution.
+    let resolution = repo.plugin_resolution().await.ok();
+    let pinned_meta = |kind: &str, digest: &str| {
+        resolution
+            .and_then(|r| r.plugins.get(kind))
+            .filter(|p| p.digest() == digest)
+            .and_then(|p| p.meta().cloned())
     };
     let places = Places::new(&repo.layout.plugins_dir());
     let trusted = &repo.secrets().trusted_plugins;
@@ -432,6 +451,7 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
                     source: source_text(repo, &located),
                     trusted: ok.is_ok(),
                     problem: ok.err().map(|e| e.to_string()),
+                    meta: pinned_meta(kind, &pin.digest),
                 }
             }
             Err(e) => Listed {
@@ -440,6 +460,7 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
                 source: "missing".into(),
                 trusted: trusted.contains(&pin.digest),
                 problem: Some(e.to_string()),
+                meta: None,
             },
         };
         out.push(row);
@@ -458,6 +479,7 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
             problem: bd.is_none().then(|| {
                 format!("no plugin serves kind {kind}: `tether plugin add PATH.wasm --kind {kind}`")
             }),
+            meta: builtin_meta(kind),
         });
     }
     out.sort_by(|a, b| a.kind.cmp(&b.kind));

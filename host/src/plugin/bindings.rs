@@ -27,6 +27,7 @@ wasmtime::component::bindgen!({
 pub use self::exports::tether::backend::backend as backend_iface;
 pub use self::exports::tether::backend::describe_ext as describe_ext_iface;
 pub use self::exports::tether::backend::describe_fs as describe_fs_iface;
+pub use self::exports::tether::backend::describe_meta as describe_meta_iface;
 pub use self::exports::tether::backend::describe_net as describe_net_iface;
 pub use self::exports::tether::backend::harness as harness_iface;
 // `self::`: rustdoc passes `--extern tether`, which would shadow the

@@ -150,13 +150,7 @@ pub(crate) fn descriptor_path(root: &Path, digest_hex: &str) -> PathBuf {
 }
 
 pub(crate) fn read_descriptor(root: &Path, digest_hex: &str) -> Option<super::types::Descriptor> {
-    let path = descriptor_path(root, digest_hex);
-    let dir = path.parent()?;
-    if !(owned_private(dir, true) && owned_private(&path, false)) {
-        return None;
-    }
-    let text = std::fs::read(&path).ok()?;
-    serde_json::from_slice(&text).ok()
+    read_json(&descriptor_path(root, digest_hex))
 }
 
 pub(crate) fn write_descriptor(
@@ -164,17 +158,47 @@ pub(crate) fn write_descriptor(
     digest_hex: &str,
     d: &super::types::Descriptor,
 ) -> std::io::Result<()> {
-    let path = descriptor_path(root, digest_hex);
-    let dir = path.parent().expect("a descriptor path has a parent");
+    write_json(&descriptor_path(root, digest_hex), d)
+}
+
+/// Plugin metadata (`describe-meta`) by component digest, kept like the
+/// descriptors and for the same reason: a pure function of the component.
+fn meta_path(root: &Path, digest_hex: &str) -> PathBuf {
+    root.join("meta").join(format!("{digest_hex}.json"))
+}
+
+pub(crate) fn read_meta(root: &Path, digest_hex: &str) -> Option<super::meta::PluginMeta> {
+    read_json(&meta_path(root, digest_hex))
+}
+
+pub(crate) fn write_meta(
+    root: &Path,
+    digest_hex: &str,
+    m: &super::meta::PluginMeta,
+) -> std::io::Result<()> {
+    write_json(&meta_path(root, digest_hex), m)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let dir = path.parent()?;
+    if !(owned_private(dir, true) && owned_private(path, false)) {
+        return None;
+    }
+    let text = std::fs::read(path).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let dir = path.parent().expect("a cache path has a parent");
     create_private_dir_all(dir)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
         .suffix(".json")
         .tempfile_in(dir)?;
-    tmp.write_all(&serde_json::to_vec(d).map_err(std::io::Error::other)?)?;
+    tmp.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    tmp.persist(&path).map_err(|e| e.error)?;
+    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 

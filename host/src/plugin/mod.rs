@@ -20,6 +20,7 @@ pub(crate) mod fs_grants;
 mod git_guard;
 mod host;
 mod http;
+mod meta;
 pub mod registry;
 mod runtime;
 pub mod sql;
@@ -33,6 +34,7 @@ pub use client::{HarnessClient, ObjectClient};
 pub use error::{BackendError, PluginError};
 pub use fanout::{FanOut, FanOutTask, FanOutWatcher, MultiObjectError, fan_out, watch_fan_outs};
 pub use http::HttpLimits;
+pub use meta::PluginMeta;
 pub use runtime::{
     KNOWN_CAPABILITIES, Plugin, PluginSource, Runtime, RuntimeConfig, StatsSnapshot,
     parse_descriptor,

@@ -16,13 +16,14 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use super::bindings::{
-    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, describe_net_iface,
-    harness_iface,
+    BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, describe_meta_iface,
+    describe_net_iface, harness_iface,
 };
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
 use super::http::HttpLimits;
+use super::meta::PluginMeta;
 use super::sql::SqlLimits;
 use super::storage::Grants;
 use super::types::{Capability, Descriptor, HOST_ABI, HttpGrant};
@@ -148,6 +149,10 @@ pub struct Plugin {
     /// for a plugin without it.
     http_grants: Vec<HttpGrant>,
     sql_keys: Vec<String>,
+    /// `describe-meta` (since 0.1.5), absent from older plugins.
+    describe_meta: Option<describe_meta_iface::GuestIndices>,
+    /// Its answer, bounded ([`PluginMeta::bounded`]); `None` without it.
+    meta: Option<PluginMeta>,
     /// The host capabilities the component imports ([`Plugin::host_imports`]).
     host_imports: Vec<&'static str>,
     pub(crate) kind: Arc<str>,
@@ -319,6 +324,7 @@ impl Runtime {
         let describe_ext = describe_ext_iface::GuestIndices::new(&pre).ok();
         let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
         let describe_net = describe_net_iface::GuestIndices::new(&pre).ok();
+        let describe_meta = describe_meta_iface::GuestIndices::new(&pre).ok();
         let import_names: Vec<String> = component
             .component_type()
             .imports(&shared.engine)
@@ -334,6 +340,8 @@ impl Runtime {
             filesystem_keys: Vec::new(),
             http_grants: Vec::new(),
             sql_keys: Vec::new(),
+            describe_meta,
+            meta: None,
             host_imports,
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
@@ -391,6 +399,27 @@ impl Runtime {
             plugin.http_grants = http;
             plugin.sql_keys = sql;
         }
+        // Cached like the descriptor. Only shown, never acted on: a plugin
+        // whose `describe-meta` fails still loads, without metadata.
+        if plugin.describe_meta.is_some() {
+            plugin.meta = match super::cache::read_meta(cache_root, &digest_hex) {
+                Some(cached) => Some(cached.bounded()),
+                None => match plugin.meta_as_given().await {
+                    Ok(Some(given)) => {
+                        let meta = given.bounded();
+                        if let Err(e) = super::cache::write_meta(cache_root, &digest_hex, &meta) {
+                            tracing::debug!("could not cache the metadata of {source_name}: {e}");
+                        }
+                        Some(meta)
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::debug!("describe-meta of {source_name} failed: {e}");
+                        None
+                    }
+                },
+            };
+        }
         plugin.kind = Arc::from(descriptor.kind.as_str());
         plugin.descriptor = descriptor;
         Ok(Arc::new(plugin))
@@ -439,6 +468,32 @@ impl Plugin {
             .await
             .map_err(|e| self.fault(e, &store))?;
         Ok(Some(keys))
+    }
+
+    /// Its name, version, authors and the like (`describe-meta`, since
+    /// 0.1.5), bounded and without control characters; `None` for a plugin
+    /// without it. Asked once per component and cached with its descriptor.
+    pub fn meta(&self) -> Option<&PluginMeta> {
+        self.meta.as_ref()
+    }
+
+    /// `describe-meta` asked afresh and returned as the plugin gave it, not
+    /// bounded (the conformance suite checks it); `None` without it.
+    pub async fn meta_as_given(&self) -> Result<Option<PluginMeta>, BackendError> {
+        let Some(indices) = &self.describe_meta else {
+            return Ok(None);
+        };
+        let (mut store, instance) = self
+            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await?;
+        let ext = indices
+            .load(&mut store, &instance)
+            .map_err(|e| self.fault(e, &store))?;
+        let meta = ext
+            .call_meta(&mut store)
+            .await
+            .map_err(|e| self.fault(e, &store))?;
+        Ok(Some(meta.into()))
     }
 
     /// Locator keys whose directories this plugin gets as a real filesystem

@@ -373,6 +373,12 @@ fn merge_in_transaction(db: &Db, loc: &Locator, head: &str, args: &[&str]) -> Re
 }
 
 impl Backend for DoltBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("a stand-in Dolt server: doltlite 0.51.3 behind a MySQL-protocol server (not dolt sql-server or Hosted Dolt)")
+    }
+
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {

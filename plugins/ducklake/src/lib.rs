@@ -496,6 +496,12 @@ struct TableChange {
 }
 
 impl Backend for DuckLakeBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("DuckDB 1.5.5 with the DuckLake 1.0 extension, SQLite and PostgreSQL catalogs, local data paths")
+    }
+
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {

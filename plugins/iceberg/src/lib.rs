@@ -316,6 +316,12 @@ fn history_entry(s: &Snapshot, refs: &mut BTreeMap<i64, Vec<String>>) -> History
 }
 
 impl Backend for IcebergBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("pyiceberg 0.12.0: SQL catalogs on SQLite and PostgreSQL, a REST catalog, local and S3 (moto) warehouses")
+    }
+
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {

@@ -269,6 +269,12 @@ impl IcechunkBackend {
 }
 
 impl Backend for IcechunkBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("icechunk 2.3.0 with zarr, local and S3 (moto) repositories")
+    }
+
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {

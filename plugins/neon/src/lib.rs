@@ -267,6 +267,12 @@ impl NeonBackend {
 }
 
 impl Backend for NeonBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("a faithful fake of the Neon API v2 and SQL-over-HTTP, each branch a real PostgreSQL 15 cluster (not the Neon service)")
+    }
+
     type Locator = Locator;
 
     fn describe(&self) -> Descriptor {

@@ -2,7 +2,8 @@
 //!
 //! `fingerprint` does what the locator's `attack` says. An attack that gets
 //! through returns `Ok` with `"escaped": true`, so a test tells a refusal (an
-//! error, or a trap) from an escape.
+//! error, or a trap) from an escape. Its `describe-meta` is an attack too:
+//! huge fields full of terminal escapes (`Backend::meta` below).
 //!
 //! | attack | what it tries |
 //! | --- | --- |
@@ -55,6 +56,18 @@ impl Backend for Hostile {
             storage_keys: vec!["root".into()],
             ..descriptor("hostile", &[cap::FINGERPRINT])
         }
+    }
+
+    /// Metadata that tries to flood and forge a listing: a 100 000-character
+    /// name, an escape sequence, a bidi override and a line break.
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        tether_sdk::Meta {
+            name: format!("evil\x1b[2J\u{202e}{}", "N".repeat(100_000)),
+            version: "6.6.6\nFAKE-KIND  sha256:0000  built-in".into(),
+            authors: (0..1000).map(|i| format!("author{i}\x07")).collect(),
+            ..package
+        }
+        .tested_against("\u{9b}31m".repeat(10_000))
     }
 
     fn identity(&self, locator: &Value) -> Result<Value> {
