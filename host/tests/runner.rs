@@ -38,6 +38,7 @@ mod neon;
 mod net_http;
 mod net_sql;
 mod pinning_loop;
+mod plugin_dev;
 mod plugins_lifecycle;
 mod progress;
 mod pull;

@@ -328,14 +328,17 @@ pub fn dev_warnings(repo: &Repo, keys: &[String]) -> Result<Vec<String>> {
         .iter()
         .filter(|(kind, _)| kinds.contains(kind.as_str()))
         .map(|(kind, path)| {
-            let others = match repo.config.plugins.get(kind) {
-                Some(pin) => format!("the pinned {}", pin.digest),
-                None => format!("whatever their tether has for {kind} (it is not pinned)"),
+            let (others, replace) = match repo.config.plugins.get(kind) {
+                Some(pin) => (format!("the pinned {}", pin.digest), " --replace"),
+                None => (
+                    format!("whatever their tether has for {kind} (it is not pinned)"),
+                    "",
+                ),
             };
             format!(
                 "kind {kind} runs the dev plugin {path} in this checkout; other checkouts run \
-                 {others}. To share this build: `tether plugin add {path} --kind {kind} \
-                 --replace`, and commit tether.toml and .tether/plugins/"
+                 {others}. To share this build: `tether plugin add {path} --kind \
+                 {kind}{replace}`, and commit tether.toml and .tether/plugins/"
             )
         })
         .collect())

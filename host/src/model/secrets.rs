@@ -351,11 +351,17 @@ impl Secrets {
             let mut body =
                 String::from("[plugins.dev]  # `tether plugin dev PATH` / `dev --off KIND`\n");
             for (kind, p) in dev {
-                body.push_str(&format!(
-                    "{} = {}\n",
-                    toml::Value::String(kind.clone()),
-                    toml::Value::String(p.clone())
-                ));
+                // Kinds are bare keys (`my-kv`); anything else is quoted.
+                let bare = !kind.is_empty()
+                    && kind
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                let key = if bare {
+                    kind.clone()
+                } else {
+                    toml::Value::String(kind.clone()).to_string()
+                };
+                body.push_str(&format!("{key} = {}\n", toml::Value::String(p.clone())));
             }
             section(&mut out, &body);
         }
