@@ -779,43 +779,6 @@ fn new_plugin(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod new_plugin_tests {
-    use super::*;
-
-    #[test]
-    fn sdk_dependency_forms() {
-        let git = SdkSource::Git {
-            url: "https://example.org/tether".into(),
-            tag: Some("v0.1.0".into()),
-            rev: None,
-        };
-        assert_eq!(
-            git.dependency(),
-            r#"{ git = "https://example.org/tether", tag = "v0.1.0" }"#
-        );
-        let rev = SdkSource::Git {
-            url: "file:///tmp/t".into(),
-            tag: None,
-            rev: Some("abc123".into()),
-        };
-        assert_eq!(
-            rev.dependency(),
-            r#"{ git = "file:///tmp/t", rev = "abc123" }"#
-        );
-        let path = SdkSource::Path(PathBuf::from("/src/tether/sdk"));
-        assert_eq!(path.dependency(), r#"{ path = "/src/tether/sdk" }"#);
-    }
-
-    #[test]
-    fn the_default_is_the_repository_at_the_version_tag() {
-        let url = workspace_package_value("repository").unwrap();
-        let version = workspace_package_value("version").unwrap();
-        assert!(url.contains("://"), "{url}");
-        assert!(version.split('.').count() == 3, "{version}");
-    }
-}
-
 /// The `cargo fuzz` targets in `fuzz/`: one per parser of bytes a clone, a
 /// store or a checkout's cache can hold.
 const FUZZ_TARGETS: &[&str] = &[
@@ -989,4 +952,41 @@ fn pass_through_stats(
         }
     }
     Ok((child.wait()?, executions))
+}
+
+#[cfg(test)]
+mod new_plugin_tests {
+    use super::*;
+
+    #[test]
+    fn sdk_dependency_forms() {
+        let git = SdkSource::Git {
+            url: "https://example.org/tether".into(),
+            tag: Some("v0.1.0".into()),
+            rev: None,
+        };
+        assert_eq!(
+            git.dependency(),
+            r#"{ git = "https://example.org/tether", tag = "v0.1.0" }"#
+        );
+        let rev = SdkSource::Git {
+            url: "file:///tmp/t".into(),
+            tag: None,
+            rev: Some("abc123".into()),
+        };
+        assert_eq!(
+            rev.dependency(),
+            r#"{ git = "file:///tmp/t", rev = "abc123" }"#
+        );
+        let path = SdkSource::Path(PathBuf::from("/src/tether/sdk"));
+        assert_eq!(path.dependency(), r#"{ path = "/src/tether/sdk" }"#);
+    }
+
+    #[test]
+    fn the_default_is_the_repository_at_the_version_tag() {
+        let url = workspace_package_value("repository").unwrap();
+        let version = workspace_package_value("version").unwrap();
+        assert!(url.contains("://"), "{url}");
+        assert!(version.split('.').count() == 3, "{version}");
+    }
 }
