@@ -107,7 +107,11 @@ fn a_generated_plugin_with_a_granted_http_get_and_sql_query_passes_conformance()
             "tmpl-net",
             "--dir",
         ])
-        .arg(&dir);
+        .arg(&dir)
+        // This checkout's SDK, so the crate builds offline against the code
+        // under test (the default takes it from the repository by git).
+        .arg("--sdk-path")
+        .arg(root.join("sdk"));
     clean(&mut generate);
     let out = generate.output().unwrap();
     assert!(out.status.success(), "new-plugin: {}", describe(&out));

@@ -37,7 +37,11 @@ fn generated_plugin_builds_and_passes_conformance() {
             "tmpl-kv",
             "--dir",
         ])
-        .arg(&dir);
+        .arg(&dir)
+        // This checkout's SDK, so the crate builds offline against the code
+        // under test (the default takes it from the repository by git).
+        .arg("--sdk-path")
+        .arg(root.join("sdk"));
     clean(&mut generate);
     let out = generate.output().unwrap();
     assert!(out.status.success(), "new-plugin: {}", describe(&out));

@@ -39,6 +39,7 @@ mod net_http;
 mod net_sql;
 mod pinning_loop;
 mod plugin_meta;
+mod plugin_dev;
 mod plugins_lifecycle;
 mod progress;
 mod pull;

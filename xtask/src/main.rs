@@ -13,8 +13,9 @@
 //! - `bench`: the benchmarks, in release mode.
 //! - `package [ARGS]`: `cargo package` of the publishable crates, with the
 //!   first-party plugin components copied into `host/builtin-plugins/`.
-//! - `new-plugin NAME [--dir DIR]`: a new backend plugin crate from
-//!   `xtask/templates/plugin/` (docs/plugin-authors.md walks through it).
+//! - `new-plugin NAME [--dir DIR] [--sdk-git URL [--sdk-rev REV] | --sdk-path
+//!   PATH]`: a new backend plugin crate from `xtask/templates/plugin/`, which
+//!   builds outside a tether checkout (docs/plugin-authors.md walks through it).
 //! - `fuzz [TARGET] [SECONDS]`: the `cargo fuzz` targets in `fuzz/`, one or
 //!   each in turn (nightly and cargo-fuzz; not part of CI).
 
@@ -46,7 +47,7 @@ fn main() -> Result<()> {
         "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             println!(
-                "usage: cargo xtask <setup | build-plugins | demo | test | docs | bench | package | new-plugin NAME [--dir DIR] | fuzz [TARGET] [SECONDS]>"
+                "usage: cargo xtask <setup | build-plugins | demo | test | docs | bench | package | new-plugin NAME [--dir DIR] [--sdk-git URL [--sdk-rev REV] | --sdk-path PATH] | fuzz [TARGET] [SECONDS]>"
             );
             Ok(())
         }
@@ -562,8 +563,8 @@ fn package(extra: &[String]) -> Result<()> {
 
 /// The plugin template's files: (path in the new crate, template text).
 /// `{{name}}` is the kind, `{{crate_name}}` the package, `{{lib_name}}` the
-/// component's file stem, `{{type_name}}` the backend type, `{{sdk_path}}`
-/// this checkout's `sdk/`.
+/// component's file stem, `{{type_name}}` the backend type, `{{sdk_dep}}`
+/// the `tether-sdk` dependency ([`SdkSource`]).
 const PLUGIN_TEMPLATE: &[(&str, &str)] = &[
     (
         "Cargo.toml",
@@ -572,6 +573,10 @@ const PLUGIN_TEMPLATE: &[(&str, &str)] = &[
     (
         ".cargo/config.toml",
         include_str!("../templates/plugin/cargo/config.toml"),
+    ),
+    (
+        "rust-toolchain.toml",
+        include_str!("../templates/plugin/rust-toolchain.toml"),
     ),
     (
         "src/lib.rs",
@@ -583,24 +588,135 @@ const PLUGIN_TEMPLATE: &[(&str, &str)] = &[
     ),
 ];
 
-/// `new-plugin NAME [--dir DIR]`: write a plugin crate for kind NAME into
-/// DIR (default `./NAME`), which must not exist yet. The crate depends on
-/// this checkout's `sdk/` by path and starts from the first-party plugins'
-/// `Cargo.lock`, so it builds offline with the versions tether is tested with.
+const NEW_PLUGIN_USAGE: &str = "usage: cargo xtask new-plugin NAME [--dir DIR] \
+     [--sdk-git URL [--sdk-rev REV] | --sdk-path PATH]";
+
+/// Where a generated plugin takes `tether-sdk` from.
+#[derive(Debug, PartialEq, Eq)]
+enum SdkSource {
+    /// The tether repository by git, at a tag or a commit. The default is
+    /// the public repository at the release tag of this checkout's SDK
+    /// version, so the crate builds anywhere, with no checkout of tether.
+    Git {
+        url: String,
+        /// `tag = "v<version>"`, or `rev = "<REV>"` with `--sdk-rev`.
+        tag: Option<String>,
+        rev: Option<String>,
+    },
+    /// A directory holding the SDK (`sdk/` of a checkout): for CI and
+    /// offline work against a checkout's own SDK.
+    Path(PathBuf),
+}
+
+impl SdkSource {
+    /// The dependency's inline table in the generated `Cargo.toml`.
+    fn dependency(&self) -> String {
+        let quote = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+        match self {
+            SdkSource::Git { url, tag, rev } => {
+                let mut out = format!("{{ git = {}", quote(url));
+                if let Some(t) = tag {
+                    out.push_str(&format!(", tag = {}", quote(t)));
+                }
+                if let Some(r) = rev {
+                    out.push_str(&format!(", rev = {}", quote(r)));
+                }
+                out + " }"
+            }
+            SdkSource::Path(p) => format!(
+                "{{ path = {} }}",
+                quote(&p.to_string_lossy().replace('\\', "/"))
+            ),
+        }
+    }
+}
+
+/// `[workspace.package] KEY = "..."` of this checkout's `Cargo.toml` (the
+/// repository URL and the version every crate, the SDK included, shares).
+fn workspace_package_value(key: &str) -> Result<String> {
+    let path = root().join("Cargo.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut in_section = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t == "[workspace.package]";
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix(key).map(str::trim_start)
+            && in_section
+            && let Some(v) = rest.strip_prefix('=')
+        {
+            let v = v.trim();
+            if let Some(v) = v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                return Ok(v.to_string());
+            }
+        }
+    }
+    bail!("{} has no [workspace.package] {key}", path.display())
+}
+
+/// `new-plugin NAME [--dir DIR] [--sdk-git URL [--sdk-rev REV] | --sdk-path
+/// PATH]`: write a plugin crate for kind NAME into DIR (default `./NAME`),
+/// which must not exist yet. The crate is self-contained (its own
+/// workspace, wasm32-wasip2 by default) and takes the SDK from the tether
+/// repository by git at the tag of this SDK's version (`--sdk-git` another
+/// clone, `--sdk-rev` a commit, `--sdk-path` a directory instead). It starts
+/// from the first-party plugins' `Cargo.lock`, so its other dependencies are
+/// the versions tether is tested with and, once downloaded, build offline.
 fn new_plugin(args: &[String]) -> Result<()> {
     let mut name = None;
     let mut dir = None;
+    let mut sdk_git = None;
+    let mut sdk_rev = None;
+    let mut sdk_path = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dir" => dir = Some(PathBuf::from(it.next().context("--dir needs a path")?)),
-            other if other.starts_with('-') => bail!("unknown option {other:?}"),
+            "--sdk-git" => sdk_git = Some(it.next().context("--sdk-git needs a URL")?.clone()),
+            "--sdk-rev" => sdk_rev = Some(it.next().context("--sdk-rev needs a commit")?.clone()),
+            "--sdk-path" => {
+                sdk_path = Some(PathBuf::from(
+                    it.next().context("--sdk-path needs a directory")?,
+                ))
+            }
+            other if other.starts_with('-') => {
+                bail!("unknown option {other:?}\n{NEW_PLUGIN_USAGE}")
+            }
             other if name.is_none() => name = Some(other.to_string()),
-            other => bail!("unexpected argument {other:?}"),
+            other => bail!("unexpected argument {other:?}\n{NEW_PLUGIN_USAGE}"),
         }
     }
     let Some(name) = name else {
-        bail!("usage: cargo xtask new-plugin NAME [--dir DIR]");
+        bail!("{NEW_PLUGIN_USAGE}");
+    };
+    let sdk = match (sdk_path, sdk_git, sdk_rev) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            bail!("--sdk-path and --sdk-git/--sdk-rev exclude each other\n{NEW_PLUGIN_USAGE}")
+        }
+        (Some(p), None, None) => {
+            let p = std::path::absolute(&p)?;
+            if !p.join("Cargo.toml").is_file() {
+                bail!(
+                    "--sdk-path {}: no Cargo.toml there (give tether's sdk/ directory)",
+                    p.display()
+                );
+            }
+            SdkSource::Path(p)
+        }
+        (None, url, rev) => {
+            let url = match url {
+                Some(u) => u,
+                None => workspace_package_value("repository")?,
+            };
+            let tag = rev
+                .is_none()
+                .then(|| workspace_package_value("version").map(|v| format!("v{v}")))
+                .transpose()?;
+            SdkSource::Git { url, tag, rev }
+        }
     };
     let valid = !name.is_empty()
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -636,15 +752,14 @@ fn new_plugin(args: &[String]) -> Result<()> {
     } else {
         type_name
     };
-    let sdk_path = root().join("sdk");
-    let sdk_path = sdk_path.to_string_lossy().replace('\\', "/");
+    let sdk_dep = sdk.dependency();
     for (rel, text) in PLUGIN_TEMPLATE {
         let out = text
             .replace("{{name}}", &name)
             .replace("{{crate_name}}", &crate_name)
             .replace("{{lib_name}}", &lib_name)
             .replace("{{type_name}}", &type_name)
-            .replace("{{sdk_path}}", &sdk_path);
+            .replace("{{sdk_dep}}", &sdk_dep);
         let path = dir.join(rel);
         std::fs::create_dir_all(path.parent().expect("template paths have a parent"))?;
         std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
@@ -654,8 +769,10 @@ fn new_plugin(args: &[String]) -> Result<()> {
         std::fs::copy(&lock, dir.join("Cargo.lock"))?;
     }
     eprintln!(
-        "new-plugin: wrote {} (kind {name}); next:\n  cd {} && cargo build --release\n  \
-         tether-conformance target/wasm32-wasip2/release/{lib_name}.wasm",
+        "new-plugin: wrote {} (kind {name}; tether-sdk = {sdk_dep}); next:\n  \
+         cd {} && cargo build --release\n  \
+         tether-conformance target/wasm32-wasip2/release/{lib_name}.wasm\n  \
+         tether plugin dev target/wasm32-wasip2/release/{lib_name}.wasm   # in a dataset",
         dir.display(),
         dir.display()
     );
@@ -835,4 +952,41 @@ fn pass_through_stats(
         }
     }
     Ok((child.wait()?, executions))
+}
+
+#[cfg(test)]
+mod new_plugin_tests {
+    use super::*;
+
+    #[test]
+    fn sdk_dependency_forms() {
+        let git = SdkSource::Git {
+            url: "https://example.org/tether".into(),
+            tag: Some("v0.1.0".into()),
+            rev: None,
+        };
+        assert_eq!(
+            git.dependency(),
+            r#"{ git = "https://example.org/tether", tag = "v0.1.0" }"#
+        );
+        let rev = SdkSource::Git {
+            url: "file:///tmp/t".into(),
+            tag: None,
+            rev: Some("abc123".into()),
+        };
+        assert_eq!(
+            rev.dependency(),
+            r#"{ git = "file:///tmp/t", rev = "abc123" }"#
+        );
+        let path = SdkSource::Path(PathBuf::from("/src/tether/sdk"));
+        assert_eq!(path.dependency(), r#"{ path = "/src/tether/sdk" }"#);
+    }
+
+    #[test]
+    fn the_default_is_the_repository_at_the_version_tag() {
+        let url = workspace_package_value("repository").unwrap();
+        let version = workspace_package_value("version").unwrap();
+        assert!(url.contains("://"), "{url}");
+        assert!(version.split('.').count() == 3, "{version}");
+    }
 }

@@ -74,6 +74,9 @@ impl Planned for Args {
     }
 
     async fn plan(&self, repo: &Repo) -> Result<Plan> {
+        for w in crate::engine::plugin_cmd::dev_warnings(repo, &self.keys)? {
+            super::output::write_err(format_args!("warning: {w}"));
+        }
         let opts = CommitOptions {
             keys: self.keys.clone(),
             message: self.message.clone(),

@@ -132,6 +132,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "tether plugin add ./my_kind.wasm --kind mykind",
     ),
     (
+        "plugin dev",
+        "tether plugin dev ../my-kv/target/wasm32-wasip2/release/tether_plugin_my_kv.wasm   # run each rebuild\n\
+         tether plugin dev --off my-kv   # back to the pinned plugin",
+    ),
+    (
         "plugin trust",
         "tether plugin trust sha256:<64 hex>   # let this checkout run it",
     ),

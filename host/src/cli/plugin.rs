@@ -1,4 +1,5 @@
-//! `tether plugin add | trust | untrust | pin | update | list | verify | remove`.
+//! `tether plugin add | dev | trust | untrust | pin | update | call | list |
+//! verify | remove`.
 
 use std::path::PathBuf;
 
@@ -36,6 +37,22 @@ enum Command {
         /// Re-pin a kind already pinned to another component.
         #[arg(long)]
         replace: bool,
+        #[command(flatten)]
+        out: Json,
+    },
+    /// Run the component at PATH for its kind in this checkout, reading it
+    /// again on every command, so each rebuild is picked up (for plugin
+    /// authors; recorded in .tether/secrets.toml, never committed).
+    Dev {
+        /// The component (`.wasm`) to run; its path is kept, not its bytes.
+        #[arg(required_unless_present = "off", conflicts_with = "off")]
+        path: Option<PathBuf>,
+        /// The kind it must serve (refused when its descriptor says otherwise).
+        #[arg(long, conflicts_with = "off")]
+        kind: Option<String>,
+        /// Stop running a dev build for KIND: its pin (or the built-in) serves it again.
+        #[arg(long, value_name = "KIND")]
+        off: Option<String>,
         #[command(flatten)]
         out: Json,
     },
@@ -118,6 +135,7 @@ impl Args {
     /// Whether the subcommand was asked for `--json`.
     pub(super) fn json(&self) -> bool {
         let (Command::Add { out, .. }
+        | Command::Dev { out, .. }
         | Command::Trust { out, .. }
         | Command::Untrust { out, .. }
         | Command::Pin { out, .. }
@@ -172,6 +190,48 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
                 outln!("replaced {old}");
             }
             outln!("pinned in tether.toml and trusted in this checkout; commit both files");
+        }
+        Command::Dev {
+            path,
+            kind,
+            off,
+            out,
+        } => {
+            if let Some(kind) = off {
+                let d = plugin_cmd::dev_off(&repo, &kind)?;
+                if out.json {
+                    print_json(&d)?;
+                    return Ok(Exit::Ok);
+                }
+                outln!("kind {} no longer runs the dev plugin {}", d.kind, d.path);
+                match &d.now {
+                    Some(now) => outln!("it runs {now} again"),
+                    None => outln!("no plugin serves kind {} now", d.kind),
+                }
+                return Ok(Exit::Ok);
+            }
+            let path = path.expect("clap requires PATH without --off");
+            let d = plugin_cmd::dev(&repo, &path, kind.as_deref()).await?;
+            if out.json {
+                print_json(&d)?;
+                return Ok(Exit::Ok);
+            }
+            outln!(
+                "kind {} runs the dev plugin {} in this checkout (now {})",
+                d.kind,
+                d.path,
+                d.digest
+            );
+            if let Some(old) = &d.replaced {
+                outln!("instead of {old}");
+            }
+            outln!(
+                "every command reads it again; `tether plugin dev --off {}` ends it, \
+                 `tether plugin add {} --kind {}` pins a build to share",
+                d.kind,
+                d.path,
+                d.kind
+            );
         }
         Command::Trust { digest, out } => {
             let (digest, changed) = plugin_cmd::trust(&repo, &digest, true)?;

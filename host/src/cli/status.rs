@@ -71,6 +71,9 @@ fn print_human(r: &StatusReport) {
     for w in &r.retention {
         outln!("warning: {w}");
     }
+    for (kind, path) in &r.dev_plugins {
+        outln!("plugin {kind}: dev: {path}");
+    }
     for o in &r.objects {
         let mut line = format!(" {} [{}/{}]", o.key, o.kind, o.tier);
         if o.tier == Tier::Observed {

@@ -1,7 +1,8 @@
 //! `tether backends`: every kind this tether can run, from the plugins
 //! themselves (`describe`) — the host keeps no table of kinds. Inside a
 //! dataset, each kind is the plugin the dataset runs: the pinned component
-//! where `[plugins.<kind>]` pins one, else the built-in.
+//! where `[plugins.<kind>]` pins one, else the built-in; or the dev build
+//! this checkout runs for it (`tether plugin dev`), shown as `dev: PATH`.
 
 use std::sync::Arc;
 
@@ -22,7 +23,8 @@ pub struct BackendInfo {
     /// Capability names in lowercase (`conditional_ref`), as the spec prints them.
     pub capabilities: Vec<String>,
     pub note: Option<String>,
-    /// `built-in`, or the path of the component file.
+    /// `built-in`, the path of the component file, or `dev: PATH` for a
+    /// kind this checkout serves from a dev build (`tether plugin dev`).
     pub source: String,
     /// `sha256:<hex>` of the component (the wanted one when it was refused).
     pub digest: String,
@@ -94,7 +96,13 @@ pub async fn list_for(repo: &Repo) -> Result<Vec<BackendInfo>> {
     let mut rows: Vec<BackendInfo> = resolution
         .plugins
         .iter()
-        .map(|(kind, p): (&String, &Arc<Plugin>)| row(p, repo.config.plugins.contains_key(kind)))
+        .map(|(kind, p): (&String, &Arc<Plugin>)| {
+            let mut r = row(p, repo.config.plugins.contains_key(kind));
+            if let Some(path) = repo.secrets().dev_plugins.get(kind) {
+                r.source = format!("dev: {path}");
+            }
+            r
+        })
         .collect();
     for (kind, why) in &resolution.refused {
         rows.push(BackendInfo {

@@ -1,12 +1,19 @@
-//! `tether plugin add | trust | untrust | pin | update | list | verify |
-//! remove`: the plugins a dataset pins (DESIGN §5).
+//! `tether plugin add | dev | trust | untrust | pin | update | list | verify |
+//! remove`: the plugins a dataset pins (DESIGN §5), and the ones a checkout
+//! develops.
 //!
 //! - `tether.toml` `[plugins.<kind>] digest = "sha256:<hex>"` pins a kind to
 //!   one component (committed, shared by every clone);
 //! - `.tether/plugins/sha256-<hex>.wasm` holds components the dataset ships
 //!   (committed; `.tether/.gitignore` leaves the directory alone);
 //! - `.tether/secrets.toml` `[plugins] trusted = [...]` lists the digests this
-//!   checkout agreed to run (per checkout, never committed).
+//!   checkout agreed to run (per checkout, never committed);
+//! - `.tether/secrets.toml` `[plugins.dev] KIND = "PATH"`: a component this
+//!   checkout runs for KIND, read from PATH by every command (`plugin dev`),
+//!   so an author rebuilds and re-runs with no `add --replace`. It is per
+//!   checkout like trust: a clone never has it, and nothing committed names
+//!   its digest (`plugin pin` refuses a kind served by one, since no
+//!   teammate could get that component; `commit` warns).
 //!
 //! How a pin resolves at load time is [`crate::plugin::registry`]'s business;
 //! these commands write the files it reads. The checkout that adds a plugin
@@ -194,6 +201,149 @@ fn trust_digests(
     Ok(true)
 }
 
+/// What `plugin dev` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevSet {
+    pub kind: String,
+    /// The component's absolute path, read afresh by every command.
+    pub path: String,
+    /// The digest of the build there now.
+    pub digest: String,
+    /// The path the kind was developed from before, when it changed.
+    pub replaced: Option<String>,
+}
+
+/// Have this checkout run the component at `path` for its kind (`kind`,
+/// when given, must be what it describes), reading it again on every
+/// command so each rebuild is picked up: `[plugins.dev]` in
+/// `.tether/secrets.toml`. The component is loaded once now, so a path that
+/// is not a loadable plugin is refused before anything is written.
+pub async fn dev(repo: &Repo, path: &Path, kind: Option<&str>) -> Result<DevSet> {
+    let abs = std::path::absolute(path)
+        .map_err(|e| TetherError::io(format!("cannot resolve {}", path.display()), e))?;
+    let bytes = std::fs::read(&abs)
+        .map_err(|e| TetherError::io(format!("cannot read {}", abs.display()), e))?;
+    let plugin = repo
+        .runtime()?
+        .load_bytes(&bytes, PluginSource::Path(abs.clone()))
+        .await?;
+    let actual = plugin.kind().to_string();
+    if let Some(k) = kind.filter(|k| *k != actual) {
+        return Err(TetherError::refused(format!(
+            "{} serves kind {actual}, not {k}",
+            abs.display()
+        ))
+        .hint(format!(
+            "run `tether plugin dev {} --kind {actual}`, or build the plugin for {k}",
+            abs.display()
+        )));
+    }
+    let path_text = abs.to_str().map(str::to_string).ok_or_else(|| {
+        TetherError::refused(format!("{} is not a UTF-8 path", abs.display()))
+            .hint("move the component to a path secrets.toml can name")
+    })?;
+    let _locks = repo.lock()?;
+    let file = repo.layout.secrets_file();
+    // Re-read under the lock: the Repo's copy may predate another command.
+    let mut dev = Secrets::read(&file)?.dev_plugins;
+    let replaced = dev
+        .insert(actual.clone(), path_text.clone())
+        .filter(|old| *old != path_text);
+    Secrets::write_dev_plugins(&file, &dev)?;
+    Ok(DevSet {
+        kind: actual,
+        path: path_text,
+        digest: plugin.digest().to_string(),
+        replaced,
+    })
+}
+
+/// What `plugin dev --off` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevOff {
+    pub kind: String,
+    /// The path the kind was developed from.
+    pub path: String,
+    /// What serves the kind now: the pinned digest, else `built-in`, else
+    /// nothing (`None`).
+    pub now: Option<String>,
+}
+
+/// Stop running a dev build for `kind`: the kind is served by its pin (or
+/// the built-in) again.
+pub fn dev_off(repo: &Repo, kind: &str) -> Result<DevOff> {
+    let _locks = repo.lock()?;
+    let file = repo.layout.secrets_file();
+    let mut dev = Secrets::read(&file)?.dev_plugins;
+    let Some(path) = dev.remove(kind) else {
+        let known: Vec<&str> = dev.keys().map(String::as_str).collect();
+        return Err(TetherError::refused(format!(
+            "this checkout runs no dev plugin for kind {}",
+            crate::model::display::quote(kind)
+        ))
+        .hint(if known.is_empty() {
+            "`tether plugin list` shows what serves each kind".to_string()
+        } else {
+            format!("dev plugins here: {}", known.join(", "))
+        }));
+    };
+    Secrets::write_dev_plugins(&file, &dev)?;
+    let config = Config::read(&repo.layout.config_file())?;
+    let now = match config.plugins.get(kind) {
+        Some(pin) => Some(pin.digest.clone()),
+        None => builtin::BUILTIN_PLUGINS
+            .iter()
+            .any(|b| b.crate_name.strip_prefix("tether-plugin-") == Some(kind))
+            .then(|| "built-in".to_string()),
+    };
+    Ok(DevOff {
+        kind: kind.to_string(),
+        path,
+        now,
+    })
+}
+
+/// A warning per kind of `keys`' objects (all objects when `keys` is empty)
+/// that this checkout serves from a dev build: a commit records states
+/// that build computed, while every other checkout runs what `tether.toml`
+/// pins (or the built-in). The commit names no plugin digest, so it goes
+/// ahead; the warning says how to pin the build.
+pub fn dev_warnings(repo: &Repo, keys: &[String]) -> Result<Vec<String>> {
+    let dev = &repo.secrets().dev_plugins;
+    if dev.is_empty() {
+        return Ok(Vec::new());
+    }
+    let manifests = repo.manifests()?;
+    let kinds: BTreeSet<&str> = manifests
+        .iter()
+        .filter(|(k, _)| {
+            keys.is_empty()
+                || keys
+                    .iter()
+                    .any(|s| *k == s || (s.ends_with('/') && k.starts_with(s.as_str())))
+        })
+        .map(|(_, m)| m.kind.as_str())
+        .collect();
+    Ok(dev
+        .iter()
+        .filter(|(kind, _)| kinds.contains(kind.as_str()))
+        .map(|(kind, path)| {
+            let (others, replace) = match repo.config.plugins.get(kind) {
+                Some(pin) => (format!("the pinned {}", pin.digest), " --replace"),
+                None => (
+                    format!("whatever their tether has for {kind} (it is not pinned)"),
+                    "",
+                ),
+            };
+            format!(
+                "kind {kind} runs the dev plugin {path} in this checkout; other checkouts run \
+                 {others}. To share this build: `tether plugin add {path} --kind \
+                 {kind}{replace}`, and commit tether.toml and .tether/plugins/"
+            )
+        })
+        .collect())
+}
+
 /// One kind `plugin pin` recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct Pinned {
@@ -228,6 +378,22 @@ pub async fn pin(repo: &Repo, kinds: &[String], vendor: bool) -> Result<Vec<Pinn
             "`tether add` objects first, \
              or name kinds (`tether plugin pin memory`)",
         ));
+    }
+    if let Some((kind, path)) = repo
+        .secrets()
+        .dev_plugins
+        .iter()
+        .find(|(k, _)| kinds.contains(*k))
+    {
+        // The pin would name a component only this checkout has.
+        return Err(TetherError::refused(format!(
+            "kind {kind} runs the dev plugin {path} in this checkout; pinning it would record a \
+             digest no other checkout can get, so nothing was pinned"
+        ))
+        .hint(format!(
+            "`tether plugin add {path} --kind {kind}` stores that build and pins it (commit \
+             .tether/plugins/ with tether.toml), or `tether plugin dev --off {kind}` first"
+        )));
     }
     let mut out = Vec::new();
     for kind in &kinds {
@@ -409,12 +575,16 @@ pub struct Listed {
     /// What the plugin says about itself (`describe-meta`, since 0.1.5);
     /// `null` when it has none or was not loaded (not trusted, missing).
     pub meta: Option<PluginMeta>,
+    /// The dev build this checkout runs instead (`plugin dev`), by path;
+    /// `source` is then `dev: PATH`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
 }
 
 /// The dataset's pins and the kinds its objects use, with where each
-/// resolves. Reads files and hashes them; a pinned plugin's metadata comes
-/// from the plugins the dataset loads, so an untrusted one is never run and
-/// has none.
+/// resolves, and the kinds this checkout serves from a dev build. Reads
+/// files and hashes them; a plugin's metadata comes from the plugins the
+/// dataset loads, so an untrusted one is never run and has none.
 pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
     let builtins = builtin::load_all(repo.runtime()?).await?;
     let builtin_digest = |kind: &str| {
@@ -452,6 +622,7 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
                     trusted: ok.is_ok(),
                     problem: ok.err().map(|e| e.to_string()),
                     meta: pinned_meta(kind, &pin.digest),
+                    dev: None,
                 }
             }
             Err(e) => Listed {
@@ -461,6 +632,7 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
                 trusted: trusted.contains(&pin.digest),
                 problem: Some(e.to_string()),
                 meta: None,
+                dev: None,
             },
         };
         out.push(row);
@@ -480,7 +652,32 @@ pub async fn list(repo: &Repo) -> Result<Vec<Listed>> {
                 format!("no plugin serves kind {kind}: `tether plugin add PATH.wasm --kind {kind}`")
             }),
             meta: builtin_meta(kind),
+            dev: None,
         });
+    }
+    // A dev build serves its kind whatever the pin says: its row says so
+    // (the pinned digest stays, as what every other checkout runs).
+    for (kind, path) in &repo.secrets().dev_plugins {
+        let problem = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => None,
+            Ok(_) => Some(format!("{path} is not a file")),
+            Err(e) => Some(format!("cannot read {path}: {e}")),
+        };
+        let row = Listed {
+            kind: kind.clone(),
+            digest: repo.config.plugins.get(kind).map(|p| p.digest.clone()),
+            source: format!("dev: {path}"),
+            trusted: true,
+            problem,
+            meta: resolution
+                .and_then(|r| r.plugins.get(kind))
+                .and_then(|p| p.meta().cloned()),
+            dev: Some(path.clone()),
+        };
+        match out.iter_mut().find(|r| r.kind == *kind) {
+            Some(r) => *r = row,
+            None => out.push(row),
+        }
     }
     out.sort_by(|a, b| a.kind.cmp(&b.kind));
     Ok(out)
@@ -523,10 +720,13 @@ pub async fn verify(repo: &Repo) -> Result<Vec<Verified>> {
                 kind: kind.clone(),
                 digest: pin.digest.clone(),
                 ok: true,
-                source: resolution.plugins.get(kind).map(|p| match p.source() {
-                    PluginSource::BuiltIn => "built-in".to_string(),
-                    PluginSource::Path(path) => rel(repo, path),
-                }),
+                source: match repo.secrets().dev_plugins.get(kind) {
+                    Some(path) => Some(format!("dev: {path}")),
+                    None => resolution.plugins.get(kind).map(|p| match p.source() {
+                        PluginSource::BuiltIn => "built-in".to_string(),
+                        PluginSource::Path(path) => rel(repo, path),
+                    }),
+                },
                 problem: None,
             },
         })

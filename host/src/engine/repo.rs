@@ -257,7 +257,8 @@ impl Repo {
 
     /// Every plugin this dataset runs, by kind: the built-ins, with each kind
     /// the dataset pins (`[plugins.<kind>]`) replaced by exactly the pinned
-    /// component (see [`crate::plugin::registry`]). Fails when a pinned kind
+    /// component, and each kind this checkout develops (`[plugins.dev]`) by
+    /// its dev build (see [`crate::plugin::registry`]). Fails when a pinned kind
     /// cannot be served; [`Repo::plugin`] fails only for that kind.
     pub async fn plugins(&self) -> Result<&BTreeMap<String, Arc<Plugin>>> {
         let loaded = self.loaded_plugins().await?;
@@ -285,7 +286,12 @@ impl Repo {
                 let places = registry::Places::new(&self.layout.plugins_dir());
                 let mut plugins = builtins.clone();
                 let mut refused = BTreeMap::new();
+                let dev = &self.secrets.dev_plugins;
                 for (kind, pin) in &self.config.plugins {
+                    if dev.contains_key(kind) {
+                        // This checkout runs its dev build instead (below).
+                        continue;
+                    }
                     // Trust is checked before the component is compiled: an
                     // untrusted one is never run, not even to describe itself.
                     match registry::load_pinned(
@@ -298,6 +304,17 @@ impl Repo {
                     )
                     .await
                     {
+                        Ok(p) => {
+                            plugins.insert(kind.clone(), p);
+                        }
+                        Err(e) => {
+                            plugins.remove(kind);
+                            refused.insert(kind.clone(), e);
+                        }
+                    }
+                }
+                for (kind, path) in dev {
+                    match registry::load_dev(runtime, kind, Path::new(path)).await {
                         Ok(p) => {
                             plugins.insert(kind.clone(), p);
                         }
@@ -355,7 +372,8 @@ impl Repo {
                 .get(kind)
                 .is_some_and(|b| pin.digest == format!("sha256:{}", b.sha256))
         });
-        pins_are_builtin.then_some((out, serving))
+        // A dev plugin is read afresh each time: never served from a cache.
+        (pins_are_builtin && self.secrets.dev_plugins.is_empty()).then_some((out, serving))
     }
 
     /// One built-in, loaded once per command.

@@ -129,6 +129,10 @@ pub struct StatusReport {
     /// `pin = "record"` objects not forked yet, as `new` warned (spec/06).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retention: Vec<String>,
+    /// Kind -> path of each dev build this checkout runs (`tether plugin
+    /// dev`): its objects' states come from that build, not the pin.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub dev_plugins: BTreeMap<String, String>,
 }
 
 impl StatusReport {
@@ -224,6 +228,7 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
         vcs_drift,
         objects,
         retention: super::new::retention_warnings(&manifests, &ws),
+        dev_plugins: repo.secrets().dev_plugins.clone(),
     })
 }
 

@@ -16,6 +16,8 @@
 //! dsn = "postgresql://tether@db.example.org/catalog"   # or TETHER_PUBLISH_DSN
 //! [plugins]
 //! trusted = ["sha256:<64 hex>"]      # `tether plugin trust`
+//! [plugins.dev]                      # `tether plugin dev PATH`: run this file
+//! my-kv = "/abs/target/wasm32-wasip2/release/tether_plugin_my_kv.wasm"
 //! ```
 //!
 //! Resolution per object and per field, most specific first: the
@@ -67,6 +69,9 @@ pub struct Secrets {
     pub publish_dsn: Option<String>,
     /// `[plugins] trusted`: plugin digests this checkout agreed to run.
     pub trusted_plugins: BTreeSet<String>,
+    /// `[plugins.dev]`: kind -> absolute path of a component this checkout
+    /// runs for the kind, read afresh by every command (`tether plugin dev`).
+    pub dev_plugins: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for Secrets {
@@ -85,6 +90,7 @@ impl fmt::Debug for Secrets {
             .field("import_query", &self.import_query.as_ref().map(|_| "<set>"))
             .field("publish_dsn", &self.publish_dsn.as_ref().map(|_| "<set>"))
             .field("trusted_plugins", &self.trusted_plugins.len())
+            .field("dev_plugins", &self.dev_plugins)
             .finish()
     }
 }
@@ -221,9 +227,26 @@ impl Secrets {
                                     s.trusted_plugins.insert(d.clone());
                                 }
                             }
+                            ("dev", toml::Value::Table(dev)) => {
+                                for (kind, path) in dev {
+                                    let toml::Value::String(path) = path else {
+                                        return Err(bad(format!(
+                                            "[plugins.dev] {kind:?} must be the path of a component"
+                                        )));
+                                    };
+                                    if !Path::new(path).is_absolute() {
+                                        return Err(bad(format!(
+                                            "[plugins.dev] {kind:?} must be an absolute path \
+                                             (`tether plugin dev PATH` writes one)"
+                                        )));
+                                    }
+                                    s.dev_plugins.insert(kind.clone(), path.clone());
+                                }
+                            }
                             _ => {
                                 return Err(bad(format!(
-                                    "[plugins] {k} is not a setting (trusted = [digests])"
+                                    "[plugins] {k} is not a setting (trusted = [digests], \
+                                     [plugins.dev] KIND = PATH)"
                                 )));
                             }
                         }
@@ -266,12 +289,31 @@ impl Secrets {
     }
 
     /// Set `[plugins] trusted` in the file at `path` to `trusted`, keeping
-    /// every other line as it was (comments included): only the `[plugins]`
-    /// table is rewritten, at the end of the file. Written atomically with
-    /// mode 600, since the file may hold credentials. Refuses, writing
-    /// nothing, when the result would change anything else (a `[plugins]`
-    /// given as a dotted key or inline table, which a line edit cannot see).
+    /// everything else (`[plugins.dev]` included); see [`Secrets::write_plugins`].
     pub fn write_trusted_plugins(path: &Path, trusted: &BTreeSet<String>) -> Result<()> {
+        let dev = Secrets::read(path)?.dev_plugins;
+        Secrets::write_plugins(path, trusted, &dev)
+    }
+
+    /// Set `[plugins.dev]` in the file at `path` to `dev`, keeping
+    /// everything else; see [`Secrets::write_plugins`].
+    pub fn write_dev_plugins(path: &Path, dev: &BTreeMap<String, String>) -> Result<()> {
+        let trusted = Secrets::read(path)?.trusted_plugins;
+        Secrets::write_plugins(path, &trusted, dev)
+    }
+
+    /// Set `[plugins] trusted` and `[plugins.dev]` in the file at `path`,
+    /// keeping every other line as it was (comments included): only the
+    /// `[plugins]` and `[plugins.dev]` tables are rewritten, at the end of
+    /// the file. Written atomically with mode 600, since the file may hold
+    /// credentials. Refuses, writing nothing, when the result would change
+    /// anything else (a `[plugins]` given as a dotted key or inline table,
+    /// which a line edit cannot see).
+    fn write_plugins(
+        path: &Path,
+        trusted: &BTreeSet<String>,
+        dev: &BTreeMap<String, String>,
+    ) -> Result<()> {
         let text = fsutil::read_optional(path)?.unwrap_or_default();
         let before = Secrets::parse(&text, path)?;
         let mut out = String::new();
@@ -280,36 +322,59 @@ impl Secrets {
             let t = line.trim_start();
             if t.starts_with('[') {
                 let header = t.split('#').next().unwrap_or("").trim();
-                in_plugins = header == "[plugins]";
+                in_plugins = header == "[plugins]" || header == "[plugins.dev]";
             }
             if !in_plugins {
                 out.push_str(line);
             }
         }
-        if !trusted.is_empty() {
+        let section = |out: &mut String, body: &str| {
             if !out.is_empty() && !out.ends_with('\n') {
                 out.push('\n');
             }
             if !out.is_empty() && !out.ends_with("\n\n") {
                 out.push('\n');
             }
-            out.push_str(
+            out.push_str(body);
+        };
+        if !trusted.is_empty() {
+            let mut body = String::from(
                 "[plugins]  # `tether plugin trust DIGEST` / `untrust DIGEST`\ntrusted = [\n",
             );
             for d in trusted {
-                out.push_str(&format!("    {},\n", toml::Value::String(d.clone())));
+                body.push_str(&format!("    {},\n", toml::Value::String(d.clone())));
             }
-            out.push_str("]\n");
+            body.push_str("]\n");
+            section(&mut out, &body);
+        }
+        if !dev.is_empty() {
+            let mut body =
+                String::from("[plugins.dev]  # `tether plugin dev PATH` / `dev --off KIND`\n");
+            for (kind, p) in dev {
+                // Kinds are bare keys (`my-kv`); anything else is quoted.
+                let bare = !kind.is_empty()
+                    && kind
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                let key = if bare {
+                    kind.clone()
+                } else {
+                    toml::Value::String(kind.clone()).to_string()
+                };
+                body.push_str(&format!("{key} = {}\n", toml::Value::String(p.clone())));
+            }
+            section(&mut out, &body);
         }
         let after = Secrets::parse(&out, path)?;
         let wanted = Secrets {
             trusted_plugins: trusted.clone(),
+            dev_plugins: dev.clone(),
             ..before
         };
         if after != wanted {
             return Err(ModelError::invalid(
                 path,
-                "[plugins] trusted is written in a form tether cannot rewrite in place \
+                "[plugins] is written in a form tether cannot rewrite in place \
                  (a dotted key, an inline table, or a [plugins] line inside a multi-line string): \
                  move it into a `[plugins]` table of its own and run the command again",
             ));
@@ -505,6 +570,31 @@ trusted = ["sha256:00"]
                 .to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn dev_plugins_are_written_beside_trust_and_must_be_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("secrets.toml");
+        let a = format!("sha256:{}", "a".repeat(64));
+        std::fs::write(&p, "[vcs]\ngit_path = \"/usr/bin/git\"\n").unwrap();
+        Secrets::write_trusted_plugins(&p, &BTreeSet::from([a.clone()])).unwrap();
+        let dev = BTreeMap::from([("my-kv".to_string(), "/w/k.wasm".to_string())]);
+        Secrets::write_dev_plugins(&p, &dev).unwrap();
+        let s = Secrets::read(&p).unwrap();
+        assert_eq!(s.dev_plugins, dev);
+        assert_eq!(s.trusted_plugins, BTreeSet::from([a.clone()]));
+        assert_eq!(s.git_path.as_deref(), Some("/usr/bin/git"));
+        // Trust changes keep the dev table, and the reverse.
+        Secrets::write_trusted_plugins(&p, &BTreeSet::new()).unwrap();
+        assert_eq!(Secrets::read(&p).unwrap().dev_plugins, dev);
+        Secrets::write_dev_plugins(&p, &BTreeMap::new()).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(!text.contains("plugins"), "{text}");
+        let e = Secrets::parse("[plugins.dev]\nx = \"rel/x.wasm\"", Path::new("s"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("absolute"), "{e}");
     }
 
     #[test]

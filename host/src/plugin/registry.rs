@@ -9,6 +9,11 @@
 //! 3. the user plugin directory, `$TETHER_PLUGIN_DIR` or
 //!    `<data dir>/tether/plugins/`, same file name and same trust rule.
 //!
+//! A kind this checkout's `.tether/secrets.toml` names under `[plugins.dev]`
+//! (`tether plugin dev`) is served instead by the component at that path,
+//! read afresh by every command ([`load_dev`]): the plugin author's loop,
+//! per checkout and never committed, so no clone inherits it.
+//!
 //! A file is read and hashed before anything else happens to it: its content
 //! must hash to the digest its name claims, and that digest must be trusted,
 //! before the runtime compiles or instantiates it. Kinds without a pin are
@@ -159,6 +164,16 @@ pub enum PinError {
         digest: String,
         actual: String,
     },
+    /// The component `[plugins.dev]` names for the kind cannot serve it.
+    #[error(
+        "kind {kind} runs the dev plugin {path} (`tether plugin dev`), which {detail}: rebuild \
+         it, point `tether plugin dev` at another build, or `tether plugin dev --off {kind}`"
+    )]
+    Dev {
+        kind: String,
+        path: PathBuf,
+        detail: String,
+    },
     /// The component could not be loaded (not a component, incompatible, ...).
     #[error("kind {kind}: plugin {digest} ({source_name}) does not load: {detail}")]
     Load {
@@ -287,6 +302,34 @@ pub async fn load_pinned(
             actual: plugin.kind().to_string(),
         });
     }
+    Ok(plugin)
+}
+
+/// Load the component at `path` to serve `kind`, as `[plugins.dev]` asks:
+/// read now, so every command runs the latest build; compiled only when its
+/// digest is new to the compiled-component cache (a rebuild that changed
+/// nothing costs a cache load). The path comes from this checkout's
+/// secrets.toml, which a clone never brings, so it needs no digest trust.
+pub async fn load_dev(runtime: &Runtime, kind: &str, path: &Path) -> Result<Arc<Plugin>, PinError> {
+    let dev = |detail: String| PinError::Dev {
+        kind: kind.to_string(),
+        path: path.to_path_buf(),
+        detail,
+    };
+    let bytes = std::fs::read(path).map_err(|e| dev(format!("cannot be read ({e})")))?;
+    let plugin = runtime
+        .load_bytes(&bytes, PluginSource::Path(path.to_path_buf()))
+        .await
+        .map_err(|e| dev(format!("does not load: {e}")))?;
+    if plugin.kind() != kind {
+        return Err(dev(format!("serves kind {}", plugin.kind())));
+    }
+    tracing::info!(
+        kind,
+        path = %path.display(),
+        digest = %plugin.digest(),
+        "running the dev plugin"
+    );
     Ok(plugin)
 }
 
