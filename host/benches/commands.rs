@@ -33,7 +33,10 @@
 //!    tether's own sync log (`RUST_LOG=tether::sync=debug`).
 //!
 //! `TETHER_BENCH_ONLY_SCALE=1` runs scenario 1 (with jj) then 4 only;
-//! `TETHER_BENCH_SKIP_SCALE=1` leaves 4 out.
+//! `TETHER_BENCH_SKIP_SCALE=1` leaves 4 out. `TETHER_BENCH_ONLY_VERIFY=1`
+//! runs scenario 1 (without jj) and the `verify --all-history` rows only:
+//! 200 commits x 5 objects, then 10,000 x 5 made with `git fast-import`
+//! (`VERIFY_COMMITS`).
 //!
 //! With `TETHER_BENCH_KEEP=1` the datasets are left in the temporary
 //! directory (`TMPDIR`) and their roots printed, to profile a command by hand.
@@ -202,7 +205,10 @@ fn main() {
         50,
     );
     report_compiles("tether status", b.compiles(&d, &["status"]));
-    jj_status(&b, t);
+    let only_verify = std::env::var_os("TETHER_BENCH_ONLY_VERIFY").is_some();
+    if !only_verify {
+        jj_status(&b, t);
+    }
 
     // 2. status --snapshot on a 100,000-file directory.
     let (_, backends) = b.run(&d, &["backends"], false);
@@ -213,7 +219,9 @@ fn main() {
         scale(&b);
         return;
     }
-    if has_file {
+    if only_verify {
+        // Straight to scenario 3.
+    } else if has_file {
         big_directory(&b);
     } else {
         println!(
@@ -222,7 +230,7 @@ fn main() {
     }
 
     // 4. Scale: thousands of objects (issue 28).
-    if std::env::var_os("TETHER_BENCH_SKIP_SCALE").is_none() {
+    if std::env::var_os("TETHER_BENCH_SKIP_SCALE").is_none() && !only_verify {
         scale(&b);
     }
 
@@ -275,12 +283,97 @@ fn main() {
         "tether verify --all-history",
         b.compiles(&d, &["verify", "--all-history"]),
     );
+    keep(d);
+    long_history(&b);
+    if !only_verify {
+        registry(&b);
+    }
+}
+
+/// Commits of the long history `verify --all-history` reads (issue 28).
+const VERIFY_COMMITS: usize = 10_000;
+
+/// `verify --all-history` on `VERIFY_COMMITS` commits x `OBJECTS` memory
+/// objects, every commit changing every object: a pin per object per commit.
+/// The first commit is `tether commit`'s; the others are its manifests with a
+/// new state and pin each, made with `git fast-import`, and each pin's tag
+/// written into its store as `pin` writes it.
+fn long_history(b: &Bench) {
+    let d = Dataset::init();
+    let start = Instant::now();
+    let stores: Vec<MemoryStore> = (0..OBJECTS)
+        .map(|i| {
+            let s = d.memory_store(&format!("store{i}"));
+            s.write(json!({"n": 0}), "first");
+            d.add_memory(&format!("obj{i}"), &s);
+            s
+        })
+        .collect();
+    b.ok(&d, &["commit", "-m", "baseline"]);
+    let base: Vec<String> = (0..OBJECTS)
+        .map(|i| d.git(&["show", &format!("HEAD:.tether/objects/obj{i}.toml")]))
+        .collect();
+    let dataset = d.dataset_id();
+    let commits: Vec<(String, Vec<(String, String)>)> = (1..VERIFY_COMMITS)
+        .map(|n| {
+            let files = (0..OBJECTS)
+                .map(|i| {
+                    let snapshot = format!("{:020x}", n * OBJECTS + i);
+                    let pin = format!("{dataset}.{:016x}", n * OBJECTS + i);
+                    let tag = format!("tether.{pin}");
+                    stores[i].set_tag(&tag, &snapshot);
+                    let text: String = base[i]
+                        .lines()
+                        .map(|l| {
+                            if l.starts_with("snapshot_id = ") {
+                                format!("snapshot_id = \"{snapshot}\"")
+                            } else if l.starts_with("id = ") {
+                                format!("id = \"{pin}\"")
+                            } else if l.starts_with("ref = ") {
+                                format!("ref = \"{tag}\"")
+                            } else {
+                                l.to_string()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    (format!(".tether/objects/obj{i}.toml"), text + "\n")
+                })
+                .collect();
+            (format!("commit {n}"), files)
+        })
+        .collect();
+    d.fast_import(&commits);
+    let n = d.git(&["rev-list", "--count", "HEAD"]);
     println!(
-        "verify --all-history, 10000 commits x {OBJECTS} objects: SKIPPED: not built yet (issue 28's \
-         batch pin check is a contract change)   target: <= 500 ms"
+        "  (history: {} commits x {OBJECTS} objects built in {:.1} s)",
+        n.trim(),
+        start.elapsed().as_secs_f64()
+    );
+    let memo = d.root().join(".tether/cache/history.bin");
+    let t = b.median(&d, &["verify", "--all-history"], 3, 0, || {
+        let _ = std::fs::remove_file(&memo);
+    });
+    report(
+        &format!(
+            "verify --all-history, {} x {OBJECTS}, no history memo",
+            n.trim()
+        ),
+        t,
+        "no target",
+        3,
+    );
+    let t = b.median(&d, &["verify", "--all-history"], 5, 0, || {});
+    report(
+        &format!(
+            "verify --all-history, {} commits x {OBJECTS} objects",
+            n.trim()
+        ),
+        t,
+        "target: <= 500 ms",
+        5,
     );
     keep(d);
-    registry(&b);
 }
 
 const REGISTRY_COMMITS: usize = 1_000;

@@ -8,11 +8,15 @@
 //! directory grant, `describe-net` and `sql`, `storage.bucket.head-version`);
 //! none of them has `describe-meta` (0.1.5), and each loads without
 //! metadata; while a plugin declaring an incompatible contract is refused.
+//! A plugin without `verify-many` (0.1.5) is asked pin by pin, with the
+//! answers each pin gets alone.
 
 use std::time::Duration;
 
 use serde_json::json;
-use tether::plugin::{BackendError, HOST_ABI, PluginError, PluginMeta, Runtime, RuntimeConfig};
+use tether::plugin::{
+    BackendError, HOST_ABI, PinRef, PluginError, PluginMeta, Runtime, RuntimeConfig, VerifyStatus,
+};
 use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
 fn runtime() -> Runtime {
@@ -455,6 +459,67 @@ fn hostile_metadata_is_bounded_and_stripped_at_load() {
                     .any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
                 "{field:?}"
             );
+        }
+    });
+}
+
+#[test]
+fn a_plugin_without_verify_many_is_asked_pin_by_pin_with_the_same_answers() {
+    block_on(async {
+        let rt = runtime();
+        // Every plugin built with the live SDK exports it (its default asks
+        // `verify` item by item); one built from the frozen 0.1.2 cannot.
+        let memory = rt
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        assert!(memory.has_verify_many());
+        let old = rt
+            .load_file(&test_plugin("abi_0_1_2"))
+            .await
+            .expect("the 0.1.2 plugin loads");
+        assert!(!old.has_verify_many());
+
+        // Its pins are files in its directory holding the state they pin.
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("tether.kept"), r#"{"n":1}"#).unwrap();
+        std::fs::write(dir.path().join("tether.moved"), r#"{"n":2}"#).unwrap();
+        let obj = old.object(&json!({"path": dir.path().to_str().unwrap()}), &json!({}));
+        let state = json!({"n": 1});
+        let state = state.as_object().unwrap();
+        let pin = |name: &str| PinRef {
+            id: format!("ds.{name}"),
+            ref_name: format!("tether.{name}"),
+            created: false,
+        };
+        let items: Vec<_> = ["kept", "moved", "gone", "kept"]
+            .iter()
+            .map(|name| (state, Some(pin(name))))
+            .collect();
+        let answers = obj.verify_batch(&items, false).await.expect("verify");
+        let statuses: Vec<VerifyStatus> = answers
+            .iter()
+            .map(|a| a.as_ref().expect("an answer").status)
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                VerifyStatus::Ok,
+                VerifyStatus::Drifted,
+                VerifyStatus::Missing,
+                VerifyStatus::Ok
+            ]
+        );
+        for ((state, pin), answer) in items.iter().zip(&answers) {
+            let alone = obj
+                .verify(
+                    &serde_json::Value::Object((*state).clone()),
+                    pin.as_ref(),
+                    false,
+                )
+                .await
+                .expect("verify alone");
+            assert_eq!(answer.as_ref().unwrap(), &alone);
         }
     });
 }

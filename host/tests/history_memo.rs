@@ -212,50 +212,65 @@ fn on_jj_a_replay_starts_no_jj_and_an_operation_walks_again() {
 }
 
 #[test]
-fn a_long_history_is_verified_in_batches_each_commit_under_its_own_label() {
-    // 70 pins of one object: more than one instance's batch (64) on any
-    // machine, so two batches of 35 whatever the cores.
-    const COMMITS: usize = 70;
+fn a_long_history_is_verified_in_one_call_per_store_each_commit_under_its_own_label() {
+    // Two objects, 40 commits each changing both: 80 pins, and the plugin
+    // (memory, which exports `verify-many`) is called once per store.
+    const COMMITS: usize = 40;
     let d = Dataset::init();
-    let s = d.memory_store("s");
-    let system = format!("system={}", s.root.display());
+    let stores = [d.memory_store("a"), d.memory_store("b")];
     let mut pins = Vec::new();
     for n in 0..COMMITS {
-        s.write(json!({ "n": n }), &format!("write {n}"));
-        if n == 0 {
-            d.ok(&["add", "obj", "--kind", "memory", "--set", &system]);
+        for (key, s) in ["a", "b"].iter().zip(&stores) {
+            s.write(json!({ "n": n }), &format!("write {n}"));
+            if n == 0 {
+                d.add_memory(key, s);
+            }
         }
         d.ok(&["commit", "-m", &format!("commit {n}")]);
-        let pin = d.manifest("obj")["pin"]["ref"]
-            .as_str()
-            .expect("a pin")
-            .to_string();
-        pins.push((d.head()[..12].to_string(), pin));
+        for key in ["a", "b"] {
+            let pin = d.manifest(key)["pin"]["ref"]
+                .as_str()
+                .expect("a pin")
+                .to_string();
+            pins.push((format!("{}:{key}", &d.head()[..12]), pin));
+        }
     }
-    // One pin in each batch goes behind tether's back (history is newest
-    // first, so the first batch holds the latest commits).
-    let gone = [&pins[3], &pins[COMMITS - 4]];
-    for (_, pin) in gone {
-        s.delete_tag(pin);
+    // One pin of each store goes behind tether's back.
+    let gone = [&pins[6], &pins[2 * COMMITS - 3]];
+    for (label, pin) in gone {
+        let store = if label.ends_with(":a") {
+            &stores[0]
+        } else {
+            &stores[1]
+        };
+        store.delete_tag(pin);
     }
     let out = logged_verify(d.command(env!("CARGO_BIN_EXE_tether"), &d.root()));
     let log = String::from_utf8_lossy(&out.stderr);
+    let calls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("verify-many: one call"))
+        .collect();
+    assert_eq!(calls.len(), 2, "one call per store:\n{}", describe(&out));
     assert!(
-        log.lines()
-            .any(|l| l.contains("verifying an object's pins") && l.contains("batches=2")),
-        "two batches:\n{}",
+        calls.iter().all(|l| l.contains(&format!("pins={COMMITS}"))),
+        "each with every pin of its store:\n{}",
+        describe(&out)
+    );
+    assert!(
+        !log.contains("verify: one call per pin"),
+        "{}",
         describe(&out)
     );
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout.lines().count(), COMMITS, "{stdout}");
-    for (rev, pin) in &pins {
-        let label = format!("{rev}:obj");
+    assert_eq!(stdout.lines().count(), 2 * COMMITS, "{stdout}");
+    for (label, pin) in &pins {
         let line = stdout
             .lines()
-            .find(|l| l.split_whitespace().nth(1).map(|w| w.trim_end_matches(':')) == Some(&label))
+            .find(|l| l.split_whitespace().nth(1).map(|w| w.trim_end_matches(':')) == Some(label))
             .unwrap_or_else(|| panic!("{label} reported:\n{stdout}"));
-        if gone.iter().any(|(r, _)| r == rev) {
+        if gone.iter().any(|(l, _)| l == label) {
             assert_eq!(
                 line,
                 format!("missing {label}: tag {pin} is gone"),

@@ -79,6 +79,14 @@ pub trait DescribeNet: Backend {
     }
 }
 
+/// One question of [`Backend::verify_many`]: what [`Backend::verify`] takes
+/// besides the locator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifyItem {
+    pub state: Value,
+    pub pin: Option<PinRef>,
+}
+
 /// Prefix of every native pin ref (`tether.<pin-id>`).
 pub const PIN_REF_PREFIX: &str = tether_contract::names::REF_PREFIX;
 
@@ -241,6 +249,25 @@ pub trait Backend: Default + 'static {
     ) -> Result<VerifyReport> {
         let _ = (locator, state, pin, deep);
         Err(self.unsupported("verify"))
+    }
+
+    /// [`Backend::verify`] of each item, in order (`verify-many`, since
+    /// 0.1.5; every SDK plugin exports it). `verify --all-history` asks one
+    /// object about every pin it ever had in one call: a backend whose system
+    /// lists its tags cheaply overrides this to open the system and read its
+    /// tags once for all items. The answers must be exactly what `verify`
+    /// gives item by item; an `Err` of the whole call answers every item
+    /// with it (the system cannot be opened). The default asks `verify`.
+    fn verify_many(
+        &self,
+        locator: &Self::Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        Ok(items
+            .iter()
+            .map(|item| self.verify(locator, &item.state, item.pin.as_ref(), deep))
+            .collect())
     }
 
     /// Create or reset branch `name` at `source`, conditional on `expected`.

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use serde_json::Value;
 
 use crate::backend::{
-    Backend, DescribeExt, DescribeFs, DescribeNet, Expected, Handle, HttpGrant, Target,
+    Backend, DescribeExt, DescribeFs, DescribeNet, Expected, Handle, HttpGrant, Target, VerifyItem,
 };
 use crate::bindings::exports::tether::backend::backend::Guest as BackendGuest;
 use crate::bindings::tether::backend::types as wit;
@@ -318,6 +318,54 @@ impl<B: 'static, H: Harness> crate::harness_bindings::exports::tether::backend::
 
     fn fresh_locator(scratch_uri: String) -> Result<String, wit::Error> {
         json_out(H::default().fresh_locator(&scratch_uri)).map_err(Into::into)
+    }
+}
+
+impl<B: Backend, H: 'static>
+    crate::verify_many_bindings::exports::tether::backend::verify_many::Guest for Exported<B, H>
+{
+    fn verify_many(
+        locator: String,
+        items: Vec<crate::verify_many_bindings::exports::tether::backend::verify_many::VerifyItem>,
+        deep: bool,
+    ) -> Result<Vec<Result<wit::VerifyReport, wit::Error>>, wit::Error> {
+        // A state that is not JSON answers its own item, as `verify` would;
+        // the others go to the backend together.
+        let asked = items.len();
+        let mut answers: Vec<Option<Result<wit::VerifyReport, wit::Error>>> = Vec::new();
+        let mut parsed = Vec::with_capacity(asked);
+        for item in items {
+            match parse("state", &item.state) {
+                Ok(state) => {
+                    parsed.push(VerifyItem {
+                        state,
+                        pin: item.pin,
+                    });
+                    answers.push(None);
+                }
+                Err(e) => answers.push(Some(Err(e.into()))),
+            }
+        }
+        let reports = call(&locator, |b: &B, l| b.verify_many(l, &parsed, deep))?;
+        if reports.len() != parsed.len() {
+            return Err(crate::Error::backend(format!(
+                "verify_many answered {} of {} items",
+                reports.len(),
+                parsed.len()
+            ))
+            .into());
+        }
+        let mut reports = reports.into_iter();
+        Ok(answers
+            .into_iter()
+            .map(|a| match a {
+                Some(answer) => answer,
+                None => reports
+                    .next()
+                    .expect("one report per parsed item")
+                    .map_err(Into::into),
+            })
+            .collect())
     }
 }
 

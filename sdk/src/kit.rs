@@ -17,6 +17,7 @@
 //!
 //! Harness helpers (scratch directories) are in [`crate::harness`].
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -162,6 +163,40 @@ pub fn live_generation<'a>(
         }
     }
     best.map(|(_, name)| name)
+}
+
+/// One listing of ref names, indexed to resolve many pins against it
+/// ([`Backend::verify_many`](crate::Backend::verify_many)): each name is
+/// filed once under the pin ref it is a generation of, so resolving a pin
+/// looks up its own names instead of passing over every name, as
+/// [`live_generation`] does (quadratic over a history's pins).
+#[derive(Debug, Default)]
+pub struct PinTags<'a> {
+    names: HashSet<&'a str>,
+    by_base: HashMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> PinTags<'a> {
+    pub fn new(existing: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut tags = PinTags::default();
+        for name in existing {
+            if tags.names.insert(name) {
+                let (base, _) = names::split_generation(name);
+                tags.by_base.entry(base).or_default().push(name);
+            }
+        }
+        tags
+    }
+
+    /// What [`live_generation`] answers for `pin` over the same names.
+    pub fn live(&self, pin: &PinRef) -> Option<&'a str> {
+        if let Some(name) = self.names.get(pin.ref_.as_str()) {
+            return Some(name);
+        }
+        let base = names::ref_for_pin(&pin.id);
+        let generations = self.by_base.get(base.as_str())?;
+        live_generation(pin, generations.iter().copied())
+    }
 }
 
 /// Where `pin` puts a state: reuse a ref that holds it, or create one.
@@ -605,5 +640,37 @@ mod tests {
         let a = scratch_name("obj").unwrap();
         assert!(a.starts_with("obj-") && a.len() == 20, "{a}");
         assert_ne!(a, scratch_name("obj").unwrap());
+    }
+
+    #[test]
+    fn pin_tags_answer_as_live_generation_does() {
+        let names = [
+            "tether.ds.aaaa",
+            "tether.ds.aaaa.2",
+            "tether.ds.aaaa.3",
+            "tether.ds.bbbb.2",
+            "tether.ds.cccc.1",
+            "tether.ds.cccc.0",
+            "tether.ds.dddd.1001",
+            "main",
+        ];
+        let tags = PinTags::new(names);
+        let pin = |id: &str, r: &str| PinRef {
+            id: id.into(),
+            ref_: r.into(),
+            created: false,
+        };
+        for p in [
+            pin("ds.aaaa", "tether.ds.aaaa"),
+            pin("ds.aaaa", "tether.ds.aaaa.2"),
+            pin("ds.aaaa", "tether.ds.aaaa.9"),
+            pin("ds.bbbb", "tether.ds.bbbb"),
+            pin("ds.cccc", "tether.ds.cccc"),
+            pin("ds.dddd", "tether.ds.dddd"),
+            pin("ds.eeee", "tether.ds.eeee"),
+            pin("ds.eeee", "main"),
+        ] {
+            assert_eq!(tags.live(&p), live_generation(&p, names), "{p:?}");
+        }
     }
 }

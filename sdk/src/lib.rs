@@ -270,10 +270,34 @@ pub mod describe_meta_bindings {
     });
 }
 
+/// Bindings for the `verify-many` export alone (since 0.1.5), in a helper
+/// world like [`harness_bindings`], reusing [`bindings`]' types. Unlike the
+/// `describe-*` interfaces every SDK plugin exports it: its default answers
+/// with [`Backend::verify`] item by item.
+#[doc(hidden)]
+pub mod verify_many_bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        inline: "
+            package tether-sdk:glue-verify;
+            world verify-many-only {
+                export tether:backend/verify-many@0.1.5;
+            }
+        ",
+        world: "tether-sdk:glue-verify/verify-many-only",
+        with: {
+            "tether:backend/types@0.1.5": crate::bindings::tether::backend::types,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_verify_many_only",
+        default_bindings_module: "tether_sdk::verify_many_bindings",
+    });
+}
+
 pub use backend::{
     ABI_VERSION, Backend, Capability, DescribeExt, DescribeFs, DescribeNet, Descriptor, Expected,
-    Handle, HistoryEntry, HttpGrant, PIN_REF_PREFIX, PinRef, Target, VerifyReport, VerifyStatus,
-    WORKING_REF_PREFIX, cap, descriptor,
+    Handle, HistoryEntry, HttpGrant, PIN_REF_PREFIX, PinRef, Target, VerifyItem, VerifyReport,
+    VerifyStatus, WORKING_REF_PREFIX, cap, descriptor,
 };
 pub use diff::{Change, MAX_DIFF_ENTRIES, ObjectDiff};
 pub use error::{Error, Result};
@@ -311,6 +335,10 @@ macro_rules! export {
         #[doc(hidden)]
         type __TetherExported = $crate::__private::Exported<$backend $(, $harness)?>;
         $crate::bindings::export_backend_plugin!(__TetherExported with_types_in $crate::bindings);
+        // Every plugin: its default is `verify` item by item.
+        $crate::verify_many_bindings::export_verify_many_only!(
+            __TetherExported with_types_in $crate::verify_many_bindings
+        );
         $( $crate::__export_harness!($harness); )?
         $($( $crate::__export_optional!($optional); )*)?
         $crate::__export_meta!($backend);

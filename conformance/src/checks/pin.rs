@@ -22,6 +22,7 @@ pub(super) fn group() -> Group {
             check!("pin.protects-against-drift", protects_against_drift),
             check!("pin.other-state-refused", other_state_refused),
             check!("pin.unpin", unpin),
+            check!("pin.verify-many", verify_many),
         ],
     }
 }
@@ -204,5 +205,61 @@ async fn unpin(ctx: Ctx) -> Outcome {
     sys.unpin(&pin)
         .await
         .step("a second unpin (already gone is success)")?;
+    Ok(())
+}
+
+/// Many pins checked together (`verify-many`, since 0.1.5; the host asks pin
+/// by pin in one instance for a plugin without it) answer as each alone
+/// does: a live pin ok, an unpinned one missing, in the order asked.
+async fn verify_many(ctx: Ctx) -> Outcome {
+    let sys = ctx.new_object().await?;
+    let first = sys.state(None).await?;
+    let kept = sys.pin_state(&first).await?;
+    sys.mutate(None).await?;
+    let second = sys.state(None).await?;
+    let dropped = sys.pin_state(&second).await?;
+    sys.unpin(&dropped).await.step("unpin")?;
+    let asked = [
+        (&first, &kept, VerifyStatus::Ok),
+        (&second, &dropped, VerifyStatus::Missing),
+        (&first, &kept, VerifyStatus::Ok),
+    ];
+    let empty = serde_json::Map::new();
+    let items: Vec<_> = asked
+        .iter()
+        .map(|(state, pin, _)| (state.as_object().unwrap_or(&empty), Some((*pin).clone())))
+        .collect();
+    let how = if sys.plugin().has_verify_many() {
+        "verify-many"
+    } else {
+        "verify of each pin in one instance (no verify-many export)"
+    };
+    for deep in [false, true] {
+        let answers = sys.verify_batch(&items, deep).await.step(how)?;
+        ensure!(
+            answers.len() == asked.len(),
+            "{how} gave {} answers for {} pins",
+            answers.len(),
+            asked.len()
+        );
+        for (n, ((state, pin, want), got)) in asked.iter().zip(answers).enumerate() {
+            let got = got.step(&format!("{how}, pin {}", n + 1))?;
+            let alone = sys
+                .verify(state, Some(pin), deep)
+                .await
+                .step("verify of the same pin alone")?;
+            ensure!(
+                got.status == *want && alone.status == *want,
+                "{} {how} of pin {} ({}) returned {:?} ({}), alone {:?} ({}); expected {want:?}",
+                if deep { "deep" } else { "shallow" },
+                n + 1,
+                pin.ref_name,
+                got.status,
+                got.message,
+                alone.status,
+                alone.message
+            );
+        }
+    }
     Ok(())
 }

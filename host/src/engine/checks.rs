@@ -124,9 +124,11 @@ pub(crate) fn subjects(
 
 /// Ask the stores about every subject: in batches of one object's pins, each
 /// batch verified in one plugin instance, and the batches run concurrently.
-/// An object's pins are split into several batches when there are too few
-/// objects to keep every worker thread busy (see [`batch_size`]). Each subject comes
-/// back with its report.
+/// A plugin exporting `verify-many` (since 0.1.5) answers a batch in one
+/// call, reading its system and tags once; one without it is asked pin by
+/// pin in that instance. An object's pins are split into several batches
+/// when there are too few objects to keep every worker thread busy (see
+/// [`batch_size`]). Each subject comes back with its report.
 pub(crate) async fn check(
     repo: &Repo,
     subjects: Vec<Subject>,
@@ -137,7 +139,7 @@ pub(crate) async fn check(
     // The runtime's workers are the threads the fan-out runs on (one per
     // core), and asking it costs nothing, unlike re-reading the cgroup limits.
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
-    let size = batch_size(groups.iter().map(Vec::len).sum(), workers);
+    let total: usize = groups.iter().map(Vec::len).sum();
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
     for group in groups {
@@ -160,11 +162,14 @@ pub(crate) async fn check(
             Err(e) => return Err(e),
         };
         let mut rest = group;
-        let lengths = batch_lengths(rest.len(), size);
+        let many = client.plugin().has_verify_many();
+        let least = if many { MIN_BATCH_MANY } else { MIN_BATCH };
+        let lengths = batch_lengths(rest.len(), batch_size(total, workers, least));
         tracing::debug!(
             key = %rest[0].key,
             checks = rest.len(),
             batches = lengths.len(),
+            verify_many = many,
             "verifying an object's pins"
         );
         for length in lengths {
@@ -225,9 +230,10 @@ fn by_object(subjects: Vec<Subject>) -> Vec<Vec<Subject>> {
 /// objects than cores (one object with a long history ran on one core), or
 /// a few more (five objects on two cores ran the fifth alone). Four batches
 /// per worker keep them busy to the end; a batch is never smaller than
-/// [`MIN_BATCH`], since each pays for an instance of its own.
-fn batch_size(total: usize, workers: usize) -> usize {
-    total.div_ceil(workers.max(1) * 4).max(MIN_BATCH)
+/// `least` ([`MIN_BATCH`], or [`MIN_BATCH_MANY`] for a `verify-many`
+/// plugin), since each pays for an instance of its own.
+fn batch_size(total: usize, workers: usize, least: usize) -> usize {
+    total.div_ceil(workers.max(1) * 4).max(least)
 }
 
 /// `len` subjects in batches of at most `size`, as equal as can be: 200 in
@@ -242,6 +248,12 @@ fn batch_lengths(len: usize, size: usize) -> Vec<usize> {
 /// The fewest pins worth an instance: instantiating and configuring one
 /// costs about what verifying a few dozen local pins does.
 const MIN_BATCH: usize = 64;
+
+/// The fewest pins worth a `verify-many` call of their own: each call opens
+/// the system and reads its tags again, which a few thousand pins answered
+/// from one reading outweigh. So an object's pins go in one call unless the
+/// whole check is large enough to keep every worker busy with them.
+const MIN_BATCH_MANY: usize = 2048;
 
 /// A backend's answer, or its failure as a report: a store that cannot be
 /// reached at all says the pin is `missing` when it is gone, and `unknown`
@@ -273,18 +285,29 @@ mod tests {
     #[test]
     fn a_long_history_is_split_to_keep_every_worker_busy() {
         // The bench's 200 commits x 5 objects on two cores: ten batches of 100.
-        let size = batch_size(1000, 2);
+        let size = batch_size(1000, 2, MIN_BATCH);
         assert_eq!(size, 125);
         assert_eq!(batch_lengths(200, size), [100, 100]);
         // One object with a long history uses every worker.
         assert_eq!(
-            batch_lengths(1000, batch_size(1000, 8)),
+            batch_lengths(1000, batch_size(1000, 8, MIN_BATCH)),
             [vec![63; 8], vec![62; 8]].concat()
         );
         // Few pins stay in one instance; a batch is never below the minimum
         // unless the object has fewer pins.
-        assert_eq!(batch_lengths(5, batch_size(5, 8)), [5]);
-        assert_eq!(batch_lengths(70, batch_size(70, 2)), [35, 35]);
+        assert_eq!(batch_lengths(5, batch_size(5, 8, MIN_BATCH)), [5]);
+        assert_eq!(batch_lengths(70, batch_size(70, 2, MIN_BATCH)), [35, 35]);
+        // A `verify-many` plugin answers an object's pins in one call...
+        assert_eq!(
+            batch_lengths(1000, batch_size(5000, 2, MIN_BATCH_MANY)),
+            [1000]
+        );
+        // ... unless they are enough to keep every worker busy: 10,000
+        // commits x 5 objects on two cores, two calls per object.
+        assert_eq!(
+            batch_lengths(10_000, batch_size(50_000, 2, MIN_BATCH_MANY)),
+            [5000, 5000]
+        );
         assert_eq!(batch_lengths(0, 64), Vec::<usize>::new());
         // Every subject lands in exactly one batch.
         for (len, size) in [(1, 1), (7, 3), (129, 64), (1000, 125), (999, 64)] {

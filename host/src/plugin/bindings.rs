@@ -30,6 +30,7 @@ pub use self::exports::tether::backend::describe_fs as describe_fs_iface;
 pub use self::exports::tether::backend::describe_meta as describe_meta_iface;
 pub use self::exports::tether::backend::describe_net as describe_net_iface;
 pub use self::exports::tether::backend::harness as harness_iface;
+pub use self::exports::tether::backend::verify_many as verify_many_iface;
 // `self::`: rustdoc passes `--extern tether`, which would shadow the
 // generated `tether` module.
 pub use self::tether::backend::types;

@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 use crate::model::canonical;
 use crate::vcs::pin_push::PinRemote;
 
-use super::bindings::backend_iface;
 use super::bindings::types as wit;
+use super::bindings::{backend_iface, verify_many_iface};
 use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
@@ -46,6 +46,8 @@ enum Call {
     Unpin(wit::PinRef),
     ListPins,
     Verify(String, Option<wit::PinRef>, bool),
+    /// `verify-many` (since 0.1.5): the items and `deep`.
+    VerifyMany(Vec<verify_many_iface::VerifyItem>, bool),
     Fork(wit::Target, String, wit::Expected),
     DeleteWorkingRef(String),
     WorkingRefBlockers(String),
@@ -72,6 +74,17 @@ enum Call {
     HarnessFreshLocator(String),
 }
 
+impl Call {
+    /// How many deadlines the call gets: one, or one per pin of a
+    /// `verify-many`, which answers what as many `verify` calls would.
+    fn weight(&self) -> usize {
+        match self {
+            Call::VerifyMany(items, _) => items.len().max(1),
+            _ => 1,
+        }
+    }
+}
+
 /// What a call returned, in wire form.
 enum Reply {
     Unit,
@@ -83,6 +96,7 @@ enum Reply {
     Bool(bool),
     Pin(wit::PinRef),
     Verify(wit::VerifyReport),
+    VerifyMany(Vec<Result<wit::VerifyReport, wit::Error>>),
     Handle(wit::Handle),
     History(Vec<wit::HistoryEntry>),
     Diff(wit::ObjectDiff),
@@ -664,11 +678,30 @@ impl ObjectClient {
     /// Verify many (state, pin) pairs of this object in one instance, in
     /// order; one result per pair. The states are manifests' own maps,
     /// written as JSON without being copied into a [`Value`] first.
+    ///
+    /// One `verify-many` call when the plugin exports it (since 0.1.5: it
+    /// reads its system and tags once for all of them), else one `verify`
+    /// call per pair; the answers are the same.
     pub async fn verify_batch(
         &self,
         items: &[(&Map<String, Value>, Option<PinRef>)],
         deep: bool,
     ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
+        if self.plugin.has_verify_many() {
+            let wire = items
+                .iter()
+                .map(|(state, pin)| verify_many_iface::VerifyItem {
+                    state: canonical::map_to_string(state),
+                    pin: pin.as_ref().map(Into::into),
+                })
+                .collect();
+            return self.verify_many_call(wire, deep).await;
+        }
+        tracing::debug!(
+            kind = %self.plugin.kind(),
+            pins = items.len(),
+            "verify: one call per pin"
+        );
         let calls = items
             .iter()
             .map(|(state, pin)| {
@@ -693,6 +726,34 @@ impl ObjectClient {
         Ok(replies
             .into_iter()
             .map(|r| r.and_then(|r| reply!(r, Verify).map(Into::into)))
+            .collect())
+    }
+
+    async fn verify_many_call(
+        &self,
+        items: Vec<verify_many_iface::VerifyItem>,
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
+        let asked = items.len();
+        // Counted by tests: one line per call, however many pins it holds.
+        tracing::debug!(
+            kind = %self.plugin.kind(),
+            pins = asked,
+            "verify-many: one call"
+        );
+        let answers = reply!(self.call(Call::VerifyMany(items, deep)).await?, VerifyMany)?;
+        if answers.len() != asked {
+            return Err(BackendError::Runtime {
+                kind: self.plugin.kind_label(),
+                detail: format!(
+                    "verify-many returned {} answers for {asked} pins",
+                    answers.len()
+                ),
+            });
+        }
+        Ok(answers
+            .into_iter()
+            .map(|a| a.map(Into::into).map_err(BackendError::from))
             .collect())
     }
 
@@ -943,7 +1004,8 @@ async fn run_batch(
     calls: Vec<Call>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let limit = plugin.shared.config.call_timeout;
-    let n = u32::try_from(calls.len().max(1)).unwrap_or(u32::MAX);
+    let weight: usize = calls.iter().map(Call::weight).sum();
+    let n = u32::try_from(weight.max(1)).unwrap_or(u32::MAX);
     match tokio::time::timeout(
         limit.saturating_mul(n) + std::time::Duration::from_secs(1),
         run_inner_batch(plugin, config, locator, grants, tree, calls),
@@ -1062,8 +1124,9 @@ async fn run_instance(
     let mut replies = Vec::with_capacity(calls.len());
     let total = calls.len();
     for call in calls {
-        // Each call of a batch gets the whole deadline, as a lone call would.
-        s.set_epoch_deadline(plugin.deadline_ticks());
+        // Each call of a batch gets the whole deadline, as a lone call would
+        // (a `verify-many` one per pin it answers, as its calls one by one).
+        s.set_epoch_deadline(plugin.deadline_ticks().saturating_mul(call.weight() as u64));
         let reply = dispatch(plugin, &backend, s, &instance, &locator, call).await;
         let trapped = matches!(&reply, Err(e) if e.is_contained_fault() || matches!(e, BackendError::Runtime { .. }));
         replies.push(reply);
@@ -1124,6 +1187,16 @@ async fn dispatch(
             pin.as_ref(),
             deep
         ))),
+        Call::VerifyMany(items, deep) => {
+            let indices = plugin.verify_many.as_ref().ok_or_else(|| {
+                BackendError::Capability(format!(
+                    "the {} plugin does not export verify-many",
+                    plugin.kind_label()
+                ))
+            })?;
+            let guest = indices.load(&mut *s, instance).map_err(|e| fault(e, s))?;
+            Reply::VerifyMany(go!(guest.call_verify_many(&mut *s, l, &items, deep)))
+        }
         Call::Fork(source, name, expected) => {
             Reply::Text(go!(backend.call_fork(&mut *s, l, &source, &name, &expected)))
         }

@@ -17,7 +17,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::bindings::{
     BackendPluginFull, backend_iface, describe_ext_iface, describe_fs_iface, describe_meta_iface,
-    describe_net_iface, harness_iface,
+    describe_net_iface, harness_iface, verify_many_iface,
 };
 use super::cache::{ComponentCache, Loaded, default_cache_root};
 use super::error::{BackendError, PluginError};
@@ -153,6 +153,9 @@ pub struct Plugin {
     describe_meta: Option<describe_meta_iface::GuestIndices>,
     /// Its answer, bounded ([`PluginMeta::bounded`]); `None` without it.
     meta: Option<PluginMeta>,
+    /// `verify-many` (since 0.1.5): many pins in one call; without it the
+    /// host asks pin by pin.
+    pub(crate) verify_many: Option<verify_many_iface::GuestIndices>,
     /// The host capabilities the component imports ([`Plugin::host_imports`]).
     host_imports: Vec<&'static str>,
     pub(crate) kind: Arc<str>,
@@ -325,6 +328,7 @@ impl Runtime {
         let describe_fs = describe_fs_iface::GuestIndices::new(&pre).ok();
         let describe_net = describe_net_iface::GuestIndices::new(&pre).ok();
         let describe_meta = describe_meta_iface::GuestIndices::new(&pre).ok();
+        let verify_many = verify_many_iface::GuestIndices::new(&pre).ok();
         let import_names: Vec<String> = component
             .component_type()
             .imports(&shared.engine)
@@ -342,6 +346,7 @@ impl Runtime {
             sql_keys: Vec::new(),
             describe_meta,
             meta: None,
+            verify_many,
             host_imports,
             kind: Arc::from(""),
             descriptor: empty_descriptor(),
@@ -447,6 +452,12 @@ impl Plugin {
     /// Whether the component exports the conformance `harness`.
     pub fn has_harness(&self) -> bool {
         self.harness.is_some()
+    }
+
+    /// Whether the component exports `verify-many` (since 0.1.5), so an
+    /// object's pins are checked in one call rather than one call each.
+    pub fn has_verify_many(&self) -> bool {
+        self.verify_many.is_some()
     }
 
     /// The settings this plugin accepts from the committed tether.toml's

@@ -53,7 +53,7 @@ use serde_json::{Value, json};
 use tether_sdk::kit::{self, SecondsFormat};
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Handle, HistoryEntry, ObjectDiff, PinRef,
-    Result, Target, VerifyReport, VerifyStatus, cap, descriptor,
+    Result, Target, VerifyItem, VerifyReport, VerifyStatus, cap, descriptor,
 };
 
 pub use harness::DeltaHarness;
@@ -463,89 +463,18 @@ impl Table {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DeltaBackend;
 
-impl Backend for DeltaBackend {
-    /// What `tether backends` says it was tested against (the guide page's
-    /// "tested against" section, in a line).
-    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
-        package.tested_against("deltalake 1.6.6 (delta-rs) with pyarrow 26, local and S3 (moto) tables")
-    }
-
-    type Locator = Locator;
-
-    fn describe(&self) -> Descriptor {
-        Descriptor {
-            storage_keys: vec!["uri".into()],
-            tree_keys: vec!["uri".into()],
-            local_path_keys: vec!["uri".into()],
-            ..descriptor("delta", CAPABILITIES)
-        }
-    }
-
-    fn validate_locator(&self, loc: &Locator) -> Result<()> {
-        if loc.uri.is_empty() {
-            return Err(Error::invalid(
-                "a delta locator needs `uri`: a local path or s3://bucket/prefix",
-            ));
-        }
-        let uri = loc.storage_uri();
-        if let Some((scheme, rest)) = uri.split_once("://") {
-            // `memory://` is the host's in-process bucket (tests, conformance).
-            if scheme != "s3" && scheme != "memory" {
-                return Err(Error::invalid(format!(
-                    "{}: the delta backend takes a local path or s3://bucket/prefix, not \
-                     {scheme}://",
-                    loc.uri
-                )));
-            }
-            if rest.split('/').next().is_none_or(str::is_empty) {
-                return Err(Error::invalid(format!(
-                    "{}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)",
-                    loc.uri
-                )));
-            }
-        } else if !uri.starts_with('/') {
-            return Err(Error::invalid(format!(
-                "{}: a local delta uri must be an absolute path",
-                loc.uri
-            )));
-        }
-        loc.at()?;
-        Ok(())
-    }
-
-    fn identity(&self, loc: &Locator) -> Result<Value> {
-        kit::uri_identity(&loc.uri)
-    }
-
-    fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {
-        if let Some(name) = working_ref {
-            return Err(Error::Capability(format!(
-                "Delta tables have no branches (asked for {name})"
-            )));
-        }
-        let table = Table::open(loc)?;
-        // The latest version needs only the log from the last checkpoint on.
-        let listing = match loc.at()? {
-            None => table.log.list_recent()?,
-            Some(_) => table.log.list()?,
-        };
-        let version = table.base(&listing)?;
-        table.state_at(&listing, version)
-    }
-
-    fn verify(
-        &self,
-        loc: &Locator,
+impl DeltaBackend {
+    /// `verify` of `state` against the table's log, listed by the caller.
+    fn verify_in(
+        table: &Table,
+        listing: &Listing,
         state: &Value,
-        _pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport> {
         let State {
             version,
             table_id: recorded,
         } = parse_state(state)?;
-        let table = Table::open(loc)?;
-        let listing = table.log.list()?;
         let report = |status, message: String| Ok(VerifyReport { status, message });
         let segment = match listing.segment(version) {
             Ok(segment) => segment,
@@ -645,7 +574,108 @@ impl Backend for DeltaBackend {
             ),
         )
     }
+}
 
+impl Backend for DeltaBackend {
+    /// What `tether backends` says it was tested against (the guide page's
+    /// "tested against" section, in a line).
+    fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
+        package.tested_against("deltalake 1.6.6 (delta-rs) with pyarrow 26, local and S3 (moto) tables")
+    }
+
+    type Locator = Locator;
+
+    fn describe(&self) -> Descriptor {
+        Descriptor {
+            storage_keys: vec!["uri".into()],
+            tree_keys: vec!["uri".into()],
+            local_path_keys: vec!["uri".into()],
+            ..descriptor("delta", CAPABILITIES)
+        }
+    }
+
+    fn validate_locator(&self, loc: &Locator) -> Result<()> {
+        if loc.uri.is_empty() {
+            return Err(Error::invalid(
+                "a delta locator needs `uri`: a local path or s3://bucket/prefix",
+            ));
+        }
+        let uri = loc.storage_uri();
+        if let Some((scheme, rest)) = uri.split_once("://") {
+            // `memory://` is the host's in-process bucket (tests, conformance).
+            if scheme != "s3" && scheme != "memory" {
+                return Err(Error::invalid(format!(
+                    "{}: the delta backend takes a local path or s3://bucket/prefix, not \
+                     {scheme}://",
+                    loc.uri
+                )));
+            }
+            if rest.split('/').next().is_none_or(str::is_empty) {
+                return Err(Error::invalid(format!(
+                    "{}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)",
+                    loc.uri
+                )));
+            }
+        } else if !uri.starts_with('/') {
+            return Err(Error::invalid(format!(
+                "{}: a local delta uri must be an absolute path",
+                loc.uri
+            )));
+        }
+        loc.at()?;
+        Ok(())
+    }
+
+    fn identity(&self, loc: &Locator) -> Result<Value> {
+        kit::uri_identity(&loc.uri)
+    }
+
+    fn fingerprint(&self, loc: &Locator, working_ref: Option<&str>) -> Result<Value> {
+        if let Some(name) = working_ref {
+            return Err(Error::Capability(format!(
+                "Delta tables have no branches (asked for {name})"
+            )));
+        }
+        let table = Table::open(loc)?;
+        // The latest version needs only the log from the last checkpoint on.
+        let listing = match loc.at()? {
+            None => table.log.list_recent()?,
+            Some(_) => table.log.list()?,
+        };
+        let version = table.base(&listing)?;
+        table.state_at(&listing, version)
+    }
+
+    fn verify(
+        &self,
+        loc: &Locator,
+        state: &Value,
+        _pin: Option<&PinRef>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        parse_state(state)?;
+        let table = Table::open(loc)?;
+        let listing = table.log.list()?;
+        Self::verify_in(&table, &listing, state, deep)
+    }
+
+    /// `verify` of each item with the table opened and its log listed once
+    /// (`verify` lists the whole log per version).
+    fn verify_many(
+        &self,
+        loc: &Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let table = Table::open(loc)?;
+        let listing = table.log.list();
+        let answer = |item: &VerifyItem| {
+            parse_state(&item.state)?;
+            let listing = listing.as_ref().map_err(Clone::clone)?;
+            Self::verify_in(&table, listing, &item.state, deep)
+        };
+        Ok(items.iter().map(answer).collect())
+    }
     fn open(&self, loc: &Locator, target: &Target, _read_only: bool) -> Result<Handle> {
         let table = Table::open(loc)?;
         let listing = table.log.list()?;

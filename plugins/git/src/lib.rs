@@ -62,6 +62,7 @@ mod refs;
 mod remote;
 mod repo;
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -73,7 +74,8 @@ use serde_json::{Value, json};
 use tether_sdk::kit::{self, CasRef, PinCheck, Swap};
 use tether_sdk::{
     Backend, Capability, Change, DescribeExt, DescribeFs, Descriptor, Error, Expected, Handle,
-    HistoryEntry, ObjectDiff, PinRef, Result, Target, VerifyReport, VerifyStatus, cap, descriptor,
+    HistoryEntry, ObjectDiff, PinRef, Result, Target, VerifyItem, VerifyReport, VerifyStatus, cap,
+    descriptor,
 };
 
 pub use harness::GitHarness;
@@ -314,8 +316,19 @@ impl GitBackend {
     /// With a `remote`, a pin is a pin only where it was pushed: the
     /// remote's tag must hold `sha` too (`tether repair` pushes it again).
     fn verify_pushed(&self, repo: &Repo, pin: &PinRef, sha: ObjectId) -> Result<VerifyReport> {
+        Self::pushed_report(&self.pin_remote(repo), pin, sha, Remote::tag_at)
+    }
+
+    /// [`GitBackend::verify_pushed`] given the remote (resolved once for a
+    /// batch) and how to read a tag there (a listing, for a batch).
+    fn pushed_report(
+        remote: &Result<Option<Remote>>,
+        pin: &PinRef,
+        sha: ObjectId,
+        tag_at: impl Fn(&Remote, &str) -> Result<Option<ObjectId>>,
+    ) -> Result<VerifyReport> {
         let report = |status, message: String| Ok(VerifyReport { status, message });
-        let remote = match self.pin_remote(repo) {
+        let remote = match remote {
             Ok(None) => return report(VerifyStatus::Ok, format!("tag {} holds {sha}", pin.ref_)),
             Ok(Some(remote)) => remote,
             Err(e) => {
@@ -329,7 +342,7 @@ impl GitBackend {
             }
         };
         let label = remote.label();
-        match remote.tag_at(&Repo::tag_ref(&pin.ref_))? {
+        match tag_at(remote, &Repo::tag_ref(&pin.ref_))? {
             None => report(
                 VerifyStatus::Missing,
                 format!("tag {} is not in {label}, where pins are pushed", pin.ref_),
@@ -584,6 +597,64 @@ impl Backend for GitBackend {
             Some(pin) if report.status == VerifyStatus::Ok => self.verify_pushed(&repo, pin, sha),
             _ => Ok(report),
         }
+    }
+
+    /// `verify` of each item with the repository opened once, its tags
+    /// listed once, and (with a remote) the remote resolved and its tags
+    /// listed once. A pin's tag missing from a listing is looked up on its
+    /// own, as `verify` looks it up.
+    fn verify_many(
+        &self,
+        locator: &repo::Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let repo = Repo::open(locator)?;
+        let tags = repo.refs.list("refs/tags/");
+        let remote = OnceCell::new();
+        let remote_tags = OnceCell::new();
+        let answer = |item: &VerifyItem| -> Result<VerifyReport> {
+            let sha = state_sha(&item.state)?;
+            let pin = item.pin.as_ref();
+            let live = match pin {
+                Some(pin) => {
+                    let full = Repo::tag_ref(&pin.ref_);
+                    let listed = match &tags {
+                        Ok(tags) => tags.get(&full).copied(),
+                        Err(e) => return Err(e.clone()),
+                    };
+                    match listed {
+                        Some(at) => Some(at),
+                        None => repo.refs.resolve(&full)?,
+                    }
+                    .map(|at| (pin.ref_.clone(), at))
+                }
+                None => None,
+            };
+            let check = PinCheck {
+                pin,
+                state: sha,
+                noun: "commit",
+                deep,
+            };
+            let report = check.report(live, |sha| Ok(repo.has_commit(*sha)))?;
+            match pin {
+                Some(pin) if report.status == VerifyStatus::Ok => {
+                    let remote = remote.get_or_init(|| self.pin_remote(&repo));
+                    Self::pushed_report(remote, pin, sha, |r, full| {
+                        match remote_tags.get_or_init(|| r.tags()) {
+                            Ok(tags) => match tags.get(full) {
+                                Some(at) => Ok(Some(*at)),
+                                None => r.tag_at(full),
+                            },
+                            Err(e) => Err(e.clone()),
+                        }
+                    })
+                }
+                _ => Ok(report),
+            }
+        };
+        Ok(items.iter().map(answer).collect())
     }
 
     fn fork(

@@ -20,7 +20,7 @@
 //! cut short never leaves a commit whose history or files are missing; then
 //! the tag is created with a compare-and-swap on the remote's ref.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use gix::ObjectId;
@@ -204,6 +204,12 @@ impl Remote {
     /// Where tag `full` points in the remote, if it exists there.
     pub fn tag_at(&self, full: &str) -> Result<Option<ObjectId>> {
         self.refs.resolve(full)
+    }
+
+    /// Every tag of the remote (`refs/tags/...` → object), listed once for
+    /// a batch of pins.
+    pub fn tags(&self) -> Result<BTreeMap<String, ObjectId>> {
+        self.refs.list("refs/tags/")
     }
 
     /// Delete tag `full` in the remote (compare-and-swap on what it holds);

@@ -52,7 +52,7 @@ use serde_json::{Map, Value, json};
 use tether_sdk::kit::{self, PinCheck, PinSlot, SecondsFormat};
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Result, Target, VerifyReport, cap, descriptor,
+    PinRef, Result, Target, VerifyItem, VerifyReport, cap, descriptor,
 };
 
 use catalog::{Catalog, state_json};
@@ -171,6 +171,29 @@ impl Table {
 }
 
 impl IcebergBackend {
+    /// `verify`'s answer for snapshot `id` given the pin's live tag.
+    fn report(
+        meta: &Metadata,
+        id: i64,
+        pin: Option<&PinRef>,
+        live: Option<(String, i64)>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        if id == NO_SNAPSHOT {
+            return Ok(VerifyReport {
+                status: tether_sdk::VerifyStatus::Ok,
+                message: "the empty state (no snapshot) needs no tag".into(),
+            });
+        }
+        let check = PinCheck {
+            pin,
+            state: id,
+            noun: "snapshot",
+            deep,
+        };
+        check.report(live, |id| Ok(meta.has_snapshot(*id)))
+    }
+
     /// The catalog properties for `loc`: the configuration's, the locator's over them.
     fn properties(&self, loc: &Locator) -> Map<String, Value> {
         let mut props = self.config.catalog.clone();
@@ -469,20 +492,33 @@ impl Backend for IcebergBackend {
     ) -> Result<VerifyReport> {
         let meta = self.table(loc)?.load()?;
         let id = snapshot_id(state)?;
-        if id == NO_SNAPSHOT {
-            return Ok(VerifyReport {
-                status: tether_sdk::VerifyStatus::Ok,
-                message: "the empty state (no snapshot) needs no tag".into(),
-            });
-        }
-        let live = pin.and_then(|pin| live_pin_tag(&meta, pin));
-        let check = PinCheck {
-            pin,
-            state: id,
-            noun: "snapshot",
-            deep,
+        let live = match id {
+            NO_SNAPSHOT => None,
+            _ => pin.and_then(|pin| live_pin_tag(&meta, pin)),
         };
-        check.report(live, |id| Ok(meta.has_snapshot(*id)))
+        Self::report(&meta, id, pin, live, deep)
+    }
+
+    /// `verify` of each item with the table's metadata loaded once and its
+    /// tags indexed once (`verify` loads it and collects every tag per pin).
+    fn verify_many(
+        &self,
+        loc: &Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let meta = self.table(loc)?.load()?;
+        let all = tags(&meta);
+        let index = kit::PinTags::new(all.keys().map(String::as_str));
+        let answer = |item: &VerifyItem| {
+            let id = snapshot_id(&item.state)?;
+            let pin = item.pin.as_ref();
+            let live = pin
+                .and_then(|pin| index.live(pin))
+                .map(|tag| (tag.to_owned(), all[tag]));
+            Self::report(&meta, id, pin, live, deep)
+        };
+        Ok(items.iter().map(answer).collect())
     }
 
     fn fork(

@@ -61,7 +61,8 @@ use tether_sdk::kit::{self, PinCheck, PinSlot, SecondsFormat};
 use tether_sdk::storage::StorageError;
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Result, Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
+    PinRef, Result, Target, VerifyItem, VerifyReport, VerifyStatus, cap, check_expected,
+    descriptor, tree,
 };
 
 use format::Id12;
@@ -214,6 +215,41 @@ fn name_field(name: &str) -> Field {
 pub struct IcechunkBackend;
 
 impl IcechunkBackend {
+    /// `verify`'s answer for `state` given the pin's live tag.
+    fn report(
+        store: &Store,
+        repo: &Repo,
+        state: &Value,
+        pin: Option<&PinRef>,
+        live: Option<(String, Id12)>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let id = snapshot_id(state)?;
+        let live_tag = live.as_ref().map(|(tag, _)| tag.clone());
+        let check = PinCheck {
+            pin,
+            state: id,
+            noun: "snapshot",
+            deep,
+        };
+        let mut report = check.report(live, |id| {
+            Ok(repo.snapshots.contains_key(id)
+                && store.bucket.exists(&snapshot::snapshot_key(*id))?)
+        })?;
+        match (pin, report.status, live_tag) {
+            // Icechunk's report names the tag holding the pin, whichever
+            // generation it is.
+            (Some(_), VerifyStatus::Ok, Some(tag)) => report.message = format!("pinned as {tag}"),
+            (Some(pin), VerifyStatus::Missing, _) if repo.deleted_tags.contains(&pin.ref_) => {
+                report
+                    .message
+                    .push_str(" (deleted; `tether repair` pins it again as the next generation)");
+            }
+            _ => {}
+        }
+        Ok(report)
+    }
+
     /// Move branch `name` onto what `next` decides from its current head,
     /// checked against `expected` on every attempt of the update protocol.
     fn move_branch(
@@ -427,31 +463,31 @@ impl Backend for IcechunkBackend {
     ) -> Result<VerifyReport> {
         let store = open(loc)?;
         let repo = store.load()?.repo;
-        let id = snapshot_id(state)?;
         let live = pin.and_then(|pin| live_pin_tag(&repo, pin));
-        let live_tag = live.as_ref().map(|(tag, _)| tag.clone());
-        let check = PinCheck {
-            pin,
-            state: id,
-            noun: "snapshot",
-            deep,
-        };
-        let mut report = check.report(live, |id| {
-            Ok(repo.snapshots.contains_key(id)
-                && store.bucket.exists(&snapshot::snapshot_key(*id))?)
-        })?;
-        match (pin, report.status, live_tag) {
-            // Icechunk's report names the tag holding the pin, whichever
-            // generation it is.
-            (Some(_), VerifyStatus::Ok, Some(tag)) => report.message = format!("pinned as {tag}"),
-            (Some(pin), VerifyStatus::Missing, _) if repo.deleted_tags.contains(&pin.ref_) => {
-                report
-                    .message
-                    .push_str(" (deleted; `tether repair` pins it again as the next generation)");
-            }
-            _ => {}
-        }
-        Ok(report)
+        Self::report(&store, &repo, state, pin, live, deep)
+    }
+
+    /// `verify` of each item with the repository loaded once and its tags
+    /// indexed once (`verify` loads it and passes over every tag per pin).
+    fn verify_many(
+        &self,
+        loc: &Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let store = open(loc)?;
+        let repo = store.load()?.repo;
+        let tags = kit::PinTags::new(repo.tags.keys().map(String::as_str));
+        Ok(items
+            .iter()
+            .map(|item| {
+                let pin = item.pin.as_ref();
+                let live = pin
+                    .and_then(|pin| tags.live(pin))
+                    .map(|tag| (tag.to_owned(), repo.tags[tag]));
+                Self::report(&store, &repo, &item.state, pin, live, deep)
+            })
+            .collect())
     }
 
     fn fork(

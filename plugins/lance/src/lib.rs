@@ -69,7 +69,8 @@ use tether_sdk::kit::{self, PinCheck, PinSlot, SecondsFormat};
 use tether_sdk::storage::PutMode;
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Result, Target, VerifyReport, VerifyStatus, cap, check_expected, descriptor, tree,
+    PinRef, Result, Target, VerifyItem, VerifyReport, VerifyStatus, cap, check_expected,
+    descriptor, tree,
 };
 
 pub use harness::LanceHarness;
@@ -394,6 +395,53 @@ enum Forked {
 pub struct LanceBackend;
 
 impl LanceBackend {
+    /// `verify`'s answer for `state` given the pin's live tag.
+    fn report(
+        t: &Table,
+        state: &Value,
+        pin: Option<&PinRef>,
+        live: Option<(String, Point)>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let s = parse_state(state)?;
+        let want = Point {
+            branch: s.branch.clone(),
+            version: s.version,
+        };
+        let mut gone = None;
+        let check = PinCheck {
+            pin,
+            state: want,
+            noun: "version",
+            deep,
+        };
+        let mut report = check.report(live, |_| match resolve_state(t, state) {
+            Ok((p, file)) => match Self::files_exist(t, &file, &p.branch)? {
+                Some(missing) => {
+                    gone = Some(format!("{missing} is missing"));
+                    Ok(false)
+                }
+                None => Ok(true),
+            },
+            Err(Error::NotFound(m)) => {
+                gone = Some(m);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        })?;
+        if let Some(why) = gone
+            && report.status == VerifyStatus::Missing
+        {
+            report.message = format!("{}: {why}", report.message);
+        }
+        if pin.is_some() && report.status == VerifyStatus::Missing {
+            report
+                .message
+                .push_str(" (`tether repair` recreates the tag while the version exists)");
+        }
+        Ok(report)
+    }
+
     /// Fork `name` at `src` (a normalized point) if `expected` allows.
     fn fork_one(
         t: &Table,
@@ -675,47 +723,43 @@ impl Backend for LanceBackend {
         deep: bool,
     ) -> Result<VerifyReport> {
         let t = open(loc)?;
-        let s = parse_state(state)?;
-        let want = Point {
-            branch: s.branch.clone(),
-            version: s.version,
-        };
+        parse_state(state)?;
         let live = match pin {
             Some(pin) => live_pin_tag(&t.tags()?, pin),
             None => None,
         };
-        let mut gone = None;
-        let check = PinCheck {
-            pin,
-            state: want,
-            noun: "version",
-            deep,
+        Self::report(&t, state, pin, live, deep)
+    }
+
+    /// `verify` of each item with the table opened once and its tags read
+    /// and indexed once (`verify` reads every tag per pin).
+    fn verify_many(
+        &self,
+        loc: &Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let t = open(loc)?;
+        let all = t.tags();
+        let index = match &all {
+            Ok(tags) => kit::PinTags::new(tags.keys().map(String::as_str)),
+            Err(_) => kit::PinTags::default(),
         };
-        let mut report = check.report(live, |_| match resolve_state(&t, state) {
-            Ok((p, file)) => match Self::files_exist(&t, &file, &p.branch)? {
-                Some(missing) => {
-                    gone = Some(format!("{missing} is missing"));
-                    Ok(false)
+        let answer = |item: &VerifyItem| {
+            parse_state(&item.state)?;
+            let pin = item.pin.as_ref();
+            let live = match pin {
+                Some(pin) => {
+                    let tags = all.as_ref().map_err(Clone::clone)?;
+                    index
+                        .live(pin)
+                        .map(|name| (name.to_owned(), Point::of_tag(&tags[name])))
                 }
-                None => Ok(true),
-            },
-            Err(Error::NotFound(m)) => {
-                gone = Some(m);
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        })?;
-        if let Some(why) = gone
-            && report.status == VerifyStatus::Missing
-        {
-            report.message = format!("{}: {why}", report.message);
-        }
-        if pin.is_some() && report.status == VerifyStatus::Missing {
-            report
-                .message
-                .push_str(" (`tether repair` recreates the tag while the version exists)");
-        }
-        Ok(report)
+                None => None,
+            };
+            Self::report(&t, &item.state, pin, live, deep)
+        };
+        Ok(items.iter().map(answer).collect())
     }
 
     fn fork(

@@ -88,7 +88,7 @@ use tether_sdk::kit::{self, CasRef, PinCheck, PinSlot, Swap};
 use tether_sdk::storage::{StorageError, Versioned};
 use tether_sdk::{
     Backend, Capability, Change, Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff,
-    PinRef, Result, Target, VerifyReport, cap, descriptor,
+    PinRef, Result, Target, VerifyItem, VerifyReport, cap, descriptor,
 };
 
 pub use harness::MemoryHarness;
@@ -150,10 +150,8 @@ fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::
 /// pin-ref names when it exists, else the highest generation of
 /// `tether.<pin.id>` that does; `None` when every one is gone.
 fn live_pin(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
-    if kit::pin_generation_of(&pin.id, &pin.ref_).is_some()
-        && let Some(r) = store.read_ref(RefKind::Tag, &pin.ref_)?
-    {
-        return Ok(Some((pin.ref_.clone(), r.value)));
+    if let Some(own) = own_tag(store, pin)? {
+        return Ok(Some(own));
     }
     // Only this pin's generations: listing every tag per pin made
     // `verify --all-history` quadratic in the number of pins.
@@ -161,6 +159,19 @@ fn live_pin(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
     let Some(name) = kit::live_generation(pin, names.iter().map(String::as_str)) else {
         return Ok(None);
     };
+    read_tag(store, name)
+}
+
+/// The tag the pin-ref names, read directly, when it is one of the pin's
+/// generations and exists.
+fn own_tag(store: &Store, pin: &PinRef) -> Result<Option<(String, String)>> {
+    if kit::pin_generation_of(&pin.id, &pin.ref_).is_none() {
+        return Ok(None);
+    }
+    read_tag(store, &pin.ref_)
+}
+
+fn read_tag(store: &Store, name: &str) -> Result<Option<(String, String)>> {
     Ok(store
         .read_ref(RefKind::Tag, name)?
         .map(|r| (name.to_owned(), r.value)))
@@ -231,6 +242,23 @@ impl CasRef for Branch<'_> {
 pub struct MemoryBackend;
 
 impl MemoryBackend {
+    /// `verify`'s answer for `state` given the pin's live tag.
+    fn report(
+        store: &Store,
+        state: &Value,
+        pin: Option<&PinRef>,
+        live: Option<(String, String)>,
+        deep: bool,
+    ) -> Result<VerifyReport> {
+        let check = PinCheck {
+            pin,
+            state: snapshot_id(state)?,
+            noun: "snapshot",
+            deep,
+        };
+        check.report(live, |id| Ok(store.snapshot(id)?.is_some()))
+    }
+
     /// The base head: the locator's `at` when set, else its branch.
     fn base_head(store: &Store, loc: &Locator) -> Result<String> {
         match &loc.at {
@@ -375,18 +403,60 @@ impl Backend for MemoryBackend {
         deep: bool,
     ) -> Result<VerifyReport> {
         let store = open(loc)?;
-        let id = snapshot_id(state)?;
         let live = match pin {
             Some(pin) => live_pin(&store, pin)?,
             None => None,
         };
-        let check = PinCheck {
-            pin,
-            state: id,
-            noun: "snapshot",
-            deep,
+        Self::report(&store, state, pin, live, deep)
+    }
+
+    /// `verify` of each item with the store opened once: each pin's own tag
+    /// read directly, and the store's pin tags listed once (only when some
+    /// pin's own tag is gone) to find those pins' later generations.
+    fn verify_many(
+        &self,
+        loc: &Locator,
+        items: &[VerifyItem],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport>>> {
+        let store = open(loc)?;
+        let own: Vec<Result<Option<(String, String)>>> = items
+            .iter()
+            .map(|item| match &item.pin {
+                Some(pin) => own_tag(&store, pin),
+                None => Ok(None),
+            })
+            .collect();
+        let gone = items
+            .iter()
+            .zip(&own)
+            .any(|(item, own)| item.pin.is_some() && matches!(own, Ok(None)));
+        let listed = if gone {
+            store.ref_names_starting(RefKind::Tag, tether_sdk::PIN_REF_PREFIX)
+        } else {
+            Ok(Vec::new())
         };
-        check.report(live, |id| Ok(store.snapshot(id)?.is_some()))
+        let tags = match &listed {
+            Ok(names) => kit::PinTags::new(names.iter().map(String::as_str)),
+            Err(_) => kit::PinTags::default(),
+        };
+        let answer = |item: &VerifyItem, own: Result<Option<(String, String)>>| {
+            let live = match (&item.pin, own?) {
+                (None, _) => None,
+                (Some(_), Some(found)) => Some(found),
+                (Some(pin), None) => {
+                    if let Err(e) = &listed {
+                        return Err(e.clone());
+                    }
+                    match tags.live(pin) {
+                        Some(name) => read_tag(&store, name)?,
+                        None => None,
+                    }
+                }
+            };
+            Self::report(&store, &item.state, item.pin.as_ref(), live, deep)
+        };
+        Ok(items.iter().zip(own).map(|(i, o)| answer(i, o)).collect())
     }
 
     fn fork(

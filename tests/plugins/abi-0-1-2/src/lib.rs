@@ -3,7 +3,8 @@
 //! through `tether-sdk`, exporting the optional `describe-ext` and
 //! `describe-fs` but not `describe-net` (0.1.3), and importing no `sql`:
 //! `host/tests/abi.rs` shows the current host loads it, still preopens its
-//! directory, and grants it no network.
+//! directory, and grants it no network; and, since it has no `verify-many`
+//! (0.1.5), that the host asks it pin by pin.
 
 wit_bindgen::generate!({
     path: "../../fixtures/wit-0.1.2",
@@ -24,9 +25,19 @@ use exports::tether::backend::describe_ext::Guest as DescribeExt;
 use exports::tether::backend::describe_fs::Guest as DescribeFs;
 use tether::backend::types::{
     Descriptor, Error, Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport,
+    VerifyStatus,
 };
 
 struct Old;
+
+/// The locator's `path` (`/` when it has none).
+fn path_of(locator: &str) -> &str {
+    locator
+        .split("\"path\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or("/")
+}
 
 fn unsupported<T>(member: &str) -> Result<T, Error> {
     Err(Error::Capability(format!(
@@ -81,12 +92,7 @@ impl Guest for Old {
     /// Whether the locator's `path` is visible: it is, since this plugin
     /// asked for it through `describe-fs`.
     fn fingerprint(locator: String, _working_ref: Option<String>) -> Result<String, Error> {
-        let path = locator
-            .split("\"path\":\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .unwrap_or("/");
-        let visible = std::fs::metadata(path).is_ok();
+        let visible = std::fs::metadata(path_of(&locator)).is_ok();
         Ok(format!("{{\"visible\":{visible}}}"))
     }
 
@@ -102,8 +108,24 @@ impl Guest for Old {
         unsupported("list-pins")
     }
 
-    fn verify(_: String, _: String, _: Option<PinRef>, _: bool) -> Result<VerifyReport, Error> {
-        unsupported("verify")
+    /// A pin is the file `<path>/<pin ref>` holding the state's JSON: ok
+    /// when it holds `state`, drifted when another, missing when absent.
+    fn verify(
+        locator: String,
+        state: String,
+        pin: Option<PinRef>,
+        _deep: bool,
+    ) -> Result<VerifyReport, Error> {
+        let Some(pin) = pin else {
+            return unsupported("verify without a pin");
+        };
+        let file = format!("{}/{}", path_of(&locator), pin.ref_);
+        let (status, message) = match std::fs::read_to_string(&file) {
+            Ok(held) if held == state => (VerifyStatus::Ok, format!("{} holds it", pin.ref_)),
+            Ok(held) => (VerifyStatus::Drifted, format!("{} holds {held}", pin.ref_)),
+            Err(_) => (VerifyStatus::Missing, format!("{} is gone", pin.ref_)),
+        };
+        Ok(VerifyReport { status, message })
     }
 
     fn fork(_: String, _: Target, _: String, _: Expected) -> Result<String, Error> {
