@@ -10,13 +10,23 @@
 //!   pins and manifests its plan named, the pins it made counted as made;
 //! - under jj, a `status` while jj's operation heads stand starts no jj
 //!   process, and one after any jj operation (here or in another workspace,
-//!   `jj undo`) starts one.
+//!   `jj undo`) starts one;
+//! - plugin instances are counted by the runtime: objects on one store, asked
+//!   in turn, share one instance (and objects on different stores never do);
+//!   an instance that trapped is never reused; a first commit takes at most
+//!   three instances per object (fingerprint, identity and capabilities in
+//!   one; the apply's check of where the object stands; the pin and its
+//!   listing in one), counted from `tether`'s exit log
+//!   (`RUST_LOG=tether::runtime=debug`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use tether::plugin::{BackendError, Runtime, RuntimeConfig};
+use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
 use crate::support::{Dataset, JjCallLog, MemoryStore, Vcs, describe, stderr};
 
@@ -290,4 +300,139 @@ fn status_on_jj_starts_no_jj_process_while_the_operation_heads_stand() {
     assert_eq!(back["bookmark_drift"], json!([]), "{back:#}");
     let (_, calls) = jj_calls_of_status(&d, &jj);
     assert!(calls.is_empty(), "{calls:#?}");
+}
+
+fn counting_runtime() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        cache_root: cache_dir(),
+        call_timeout: Duration::from_millis(1500),
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+/// Twenty memory objects on one store (a branch each), each asked its
+/// identity and fingerprinted in turn, take one instance between them: they
+/// reach exactly the same things. Five objects on five stores take five.
+#[test]
+fn objects_on_one_store_share_one_instance_and_other_stores_do_not() {
+    block_on(async {
+        let rt = counting_runtime();
+        let memory = rt
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        let dir = tempfile::tempdir().unwrap();
+        let made = |name: &str| {
+            let scratch = dir.path().join(name);
+            let harness = memory
+                .harness(scratch.to_str().unwrap(), &json!({}))
+                .expect("harness");
+            async move { harness.new_object().await.expect("a memory store") }
+        };
+        let one = made("one").await;
+        let before = rt.stats();
+        for i in 0..20 {
+            let mut locator = one.clone();
+            locator["branch"] = json!(format!("b{i}"));
+            let object = memory.object(&locator, &json!({}));
+            assert_eq!(object.identity().await.unwrap()["system"], one["system"]);
+            let state = object.fingerprint(Some("main")).await.unwrap();
+            assert!(state["snapshot_id"].is_string(), "{state}");
+        }
+        let after = rt.stats();
+        assert_eq!(after.instantiated - before.instantiated, 1, "{after:?}");
+        assert_eq!(after.reused - before.reused, 39, "{after:?}");
+
+        let mut others = Vec::new();
+        for i in 0..5 {
+            others.push(made(&format!("other{i}")).await);
+        }
+        let before = rt.stats();
+        for locator in &others {
+            let object = memory.object(locator, &json!({}));
+            object.fingerprint(None).await.unwrap();
+        }
+        let after = rt.stats();
+        assert_eq!(after.instantiated - before.instantiated, 5, "{after:?}");
+        assert_eq!(
+            after.reused, before.reused,
+            "no store's instance served another"
+        );
+    });
+}
+
+/// A warm instance serves the next object with the same grants only while
+/// its calls end cleanly: one that panics or runs past its deadline on it is
+/// dropped, and the next call starts afresh. The deadline applies to each
+/// call on a reused instance as to a fresh one.
+#[test]
+fn an_instance_that_trapped_is_never_reused() {
+    block_on(async {
+        let rt = counting_runtime();
+        let hostile = rt
+            .load_file(&test_plugin("hostile"))
+            .await
+            .expect("load hostile");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("granted");
+        std::fs::create_dir_all(&root).unwrap();
+        let object =
+            |attack: &str| hostile.object(&json!({"root": root, "attack": attack}), &json!({}));
+        let normal = object("none");
+        let before = rt.stats();
+        assert_eq!(normal.fingerprint(None).await.unwrap(), json!({"ok": true}));
+        for attack in ["panic", "loop"] {
+            // The warm instance the normal object left takes the attack...
+            let reused = rt.stats().reused;
+            let err = object(attack).fingerprint(None).await.unwrap_err();
+            assert_eq!(rt.stats().reused, reused + 1, "{attack}");
+            match attack {
+                "panic" => assert!(matches!(err, BackendError::Crashed { .. }), "{err:?}"),
+                _ => assert!(matches!(err, BackendError::Deadline { .. }), "{err:?}"),
+            }
+            // ...and is gone: the normal object gets a fresh one.
+            let instantiated = rt.stats().instantiated;
+            assert_eq!(normal.fingerprint(None).await.unwrap(), json!({"ok": true}));
+            assert_eq!(rt.stats().instantiated, instantiated + 1, "{attack}");
+        }
+        assert_eq!(rt.stats().instantiated - before.instantiated, 3);
+    });
+}
+
+/// The plugin instances one `tether` run started, from its exit log.
+fn instances(d: &Dataset, args: &[&str]) -> (Output, u64) {
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(args)
+        .env("RUST_LOG", "tether::runtime=debug")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    let line = log
+        .lines()
+        .find(|l| l.contains("plugin instances"))
+        .unwrap_or_else(|| panic!("no instance count logged: {}", describe(&out)));
+    let count = line
+        .split("instantiated=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable count: {line}"));
+    (out, count)
+}
+
+/// A first commit of 90 memory objects (each a store of its own) takes no
+/// more than three instances per object, and a `status --snapshot` one.
+#[test]
+fn a_commit_takes_three_instances_per_object() {
+    const N: u64 = 90;
+    let d = Dataset::init();
+    many(&d, N as usize);
+    let (out, n) = instances(&d, &["commit", "-m", "first pins"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(n <= 3 * N, "{n} instances for {N} objects");
+    let (out, n) = instances(&d, &["status", "--snapshot"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(n <= N, "{n} instances for {N} objects");
 }

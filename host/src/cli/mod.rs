@@ -322,6 +322,14 @@ pub fn main() -> ExitCode {
             Command::Man(args) => man::run(args),
         }
     });
+    if let Some(stats) = crate::plugin::Runtime::global_stats() {
+        tracing::debug!(
+            target: "tether::runtime",
+            instantiated = stats.instantiated,
+            reused = stats.reused,
+            "plugin instances"
+        );
+    }
     match result {
         Ok(exit) => output::unwritten().map_or(exit.into(), |e| output::fail(&e, json)),
         Err(e) => output::fail(&e, json),

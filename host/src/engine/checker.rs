@@ -3,11 +3,14 @@
 //! asks synchronously, so they run to completion on the current runtime,
 //! which must be tokio's multi-threaded one (as the CLI's is).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::repo::Repo;
-use crate::model::manifest;
-use crate::plan::{PreconditionChecker, Store};
+use crate::model::{canonical, manifest};
+use crate::plan::{Plan, Precondition, PreconditionChecker, Store};
+use crate::plugin::{BackendError, fan_out};
 
 pub struct Checker<'a> {
     pub repo: &'a Repo,
@@ -204,6 +207,146 @@ impl PreconditionChecker for Checker<'_> {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+}
+
+/// Where a `ref_head` answer was read: backend, locator (canonical JSON), ref.
+type RefAt = (String, String, String);
+
+/// A [`Checker`] that answers the plan's `ref_head` preconditions from
+/// fingerprints read beforehand, all at once and concurrently
+/// ([`Checker::reading_ref_heads`]): a commit of thousands of objects checks
+/// each store as its plan saw it, and one at a time that was a plugin call
+/// after another. Read under the same locks as the check itself, so the
+/// answers are as current as asking each in turn; anything else is asked
+/// of the [`Checker`].
+pub struct WithRefHeads<'a> {
+    checker: Checker<'a>,
+    heads: HashMap<RefAt, Result<Option<Value>, String>>,
+}
+
+fn ref_at(store: &Store, r#ref: &str) -> RefAt {
+    (
+        store.backend.clone(),
+        canonical::to_string(&store.locator),
+        r#ref.to_string(),
+    )
+}
+
+impl<'a> Checker<'a> {
+    /// This checker, with the `ref_head` of every `RefHead` precondition of
+    /// `plan` read now, concurrently.
+    pub async fn reading_ref_heads(self, plan: &Plan) -> WithRefHeads<'a> {
+        let mut wanted: HashMap<RefAt, (Store, String)> = HashMap::new();
+        for p in &plan.preconditions {
+            if let Precondition::RefHead {
+                store, ref_name, ..
+            } = p
+            {
+                wanted
+                    .entry(ref_at(store, ref_name))
+                    .or_insert_with(|| (store.clone(), ref_name.clone()));
+            }
+        }
+        let mut calls = Vec::new();
+        let mut heads = HashMap::new();
+        for (at, (store, r#ref)) in wanted {
+            let plugin = match self.repo.plugin(&store.backend).await {
+                Ok(p) => p,
+                Err(e) => {
+                    heads.insert(at, Err(e.to_string()));
+                    continue;
+                }
+            };
+            let client = self.repo.client_for(&plugin, &store.locator);
+            calls.push((at, async move {
+                let working_ref = (!r#ref.is_empty()).then_some(r#ref.as_str());
+                match client.fingerprint(working_ref).await {
+                    Ok(state) => Ok(Some(state)),
+                    Err(BackendError::NotFound(_)) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }));
+        }
+        for (at, r) in fan_out(calls).await.results {
+            heads.insert(at, r.map_err(|e| e.to_string()));
+        }
+        WithRefHeads {
+            checker: self,
+            heads,
+        }
+    }
+}
+
+impl PreconditionChecker for WithRefHeads<'_> {
+    fn workspace_id(&mut self) -> Result<String, String> {
+        self.checker.workspace_id()
+    }
+
+    fn workspace_bookmark(&mut self) -> Result<Option<String>, String> {
+        self.checker.workspace_bookmark()
+    }
+
+    fn manifest_hash(&mut self) -> Result<String, String> {
+        self.checker.manifest_hash()
+    }
+
+    fn dataset_version(&mut self) -> Result<u64, String> {
+        self.checker.dataset_version()
+    }
+
+    fn bookmark_head(&mut self, bookmark: &str) -> Result<Option<String>, String> {
+        self.checker.bookmark_head(bookmark)
+    }
+
+    fn vcs_head(&mut self, rev: &str) -> Result<Option<String>, String> {
+        self.checker.vcs_head(rev)
+    }
+
+    fn history_digest(&mut self) -> Result<String, String> {
+        self.checker.history_digest()
+    }
+
+    fn bookmark_holders(&mut self, bookmark: &str) -> Result<Vec<String>, String> {
+        self.checker.bookmark_holders(bookmark)
+    }
+
+    fn same_state(&mut self, store: &Store, a: &Value, b: &Value) -> bool {
+        self.checker.same_state(store, a, b)
+    }
+
+    fn ref_head(&mut self, key: &str, store: &Store, r#ref: &str) -> Result<Option<Value>, String> {
+        match self.heads.get(&ref_at(store, r#ref)) {
+            Some(read) => read.clone(),
+            None => self.checker.ref_head(key, store, r#ref),
+        }
+    }
+
+    fn ref_present(&mut self, key: &str, store: &Store, r#ref: &str) -> Result<bool, String> {
+        self.checker.ref_present(key, store, r#ref)
+    }
+
+    fn ref_descends(
+        &mut self,
+        key: &str,
+        store: &Store,
+        r#ref: &str,
+        state: &Value,
+    ) -> Result<bool, String> {
+        self.checker.ref_descends(key, store, r#ref, state)
+    }
+
+    fn pin_state(&mut self, key: &str, store: &Store, pin: &str) -> Result<Option<Value>, String> {
+        self.checker.pin_state(key, store, pin)
+    }
+
+    fn store_empty(
+        &mut self,
+        key: Option<&str>,
+        store: &Store,
+        ignore: &[String],
+    ) -> Result<Vec<String>, String> {
+        self.checker.store_empty(key, store, ignore)
     }
 }
 

@@ -24,7 +24,7 @@ use crate::lock::Locks;
 use crate::model::{Manifest, Pin, fsutil, ids, key, listing, manifest, time};
 use crate::oplog::{NewOp, OpHandle, index};
 use crate::plan::{Action, Plan, Precondition, Store, verb};
-use crate::plugin::{BackendError, PinRef, fan_out};
+use crate::plugin::{BackendError, ObjectClient, PinRef, fan_out};
 
 use crate::plan::verb::{UNCHANGED, UNRECOVERABLE};
 
@@ -91,7 +91,7 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         check_whole_scopes(repo, &manifests, &keys).await?;
     }
     let mut ws = repo.workspace()?;
-    let states = if opts.no_snapshot {
+    let (states, asked) = if opts.no_snapshot {
         let mut out = snapshot::Fingerprints::new();
         for k in &keys {
             let cached = snapshot::cached(&ws, k).unwrap_or_else(|| {
@@ -102,14 +102,22 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
             });
             out.insert(k.clone(), cached);
         }
-        out
+        (out, BTreeMap::new())
     } else {
+        // Each object's identity and capabilities are asked right after its
+        // fingerprint, in the same instance (`object_facts` asks again for
+        // any that failed, and reports them).
+        let also = |m: &Manifest, client: ObjectClient| {
+            let m = m.clone();
+            async move { facts_of(&client, &m).await.ok() }
+        };
+        let (states, asked) =
+            snapshot::fingerprint_with(repo, &ws, &manifests, &keys, Some(also)).await?;
         // A changed immutable object is refused before anything is written,
         // the snapshot cache included.
-        let states = snapshot::fingerprint(repo, &ws, &manifests, &keys).await?;
         snapshot::refuse_changed_immutables(repo, &manifests, &states).await?;
         snapshot::cache(repo, &mut ws, &states)?;
-        states
+        (states, asked)
     };
     let failures: Vec<(String, BackendError)> = states
         .iter()
@@ -149,7 +157,7 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         p.context.insert("other_edits".into(), json!(true));
     }
 
-    let facts = object_facts(repo, &manifests, &keys).await?;
+    let facts = object_facts_given(repo, &manifests, &keys, asked).await?;
     let plugins = repo.plugins().await?;
     for (k, (identity, caps)) in facts {
         let m = &manifests[&k];
@@ -203,22 +211,40 @@ pub(crate) async fn object_facts(
     repo: &Repo,
     manifests: &BTreeMap<String, Manifest>,
     keys: &[String],
-) -> Result<BTreeMap<String, (Value, Vec<String>)>> {
+) -> Result<BTreeMap<String, Facts>> {
+    object_facts_given(repo, manifests, keys, BTreeMap::new()).await
+}
+
+/// An object's identity and effective capabilities.
+pub(crate) type Facts = (Value, Vec<String>);
+
+/// [`object_facts`] for the keys `known` does not already answer.
+async fn object_facts_given(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+    mut known: BTreeMap<String, Facts>,
+) -> Result<BTreeMap<String, Facts>> {
     let mut calls = Vec::new();
-    for k in keys {
+    for k in keys.iter().filter(|k| !known.contains_key(*k)) {
         let m = manifests[k].clone();
-        let client = repo.client(&m).await?;
-        let policy = json!({"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()});
-        calls.push((k.clone(), async move {
-            let identity = client.identity().await?;
-            let mut caps = client.effective_capabilities(&policy).await?;
-            if m.policy.pin == crate::model::PinMode::Record {
-                caps.retain(|c| c != "PIN");
-            }
-            Ok((identity, caps))
-        }));
+        // Both questions in one instance.
+        let client = repo.client(&m).await?.resident();
+        calls.push((k.clone(), async move { facts_of(&client, &m).await }));
     }
-    Ok(fan_out(calls).await.into_result()?.into_iter().collect())
+    known.extend(fan_out(calls).await.into_result()?);
+    Ok(known)
+}
+
+/// One object's identity and capabilities under its policy.
+async fn facts_of(client: &ObjectClient, m: &Manifest) -> std::result::Result<Facts, BackendError> {
+    let policy = json!({"file": m.policy.file.as_str(), "pin": m.policy.pin.as_str()});
+    let identity = client.identity().await?;
+    let mut caps = client.effective_capabilities(&policy).await?;
+    if m.policy.pin == crate::model::PinMode::Record {
+        caps.retain(|c| c != "PIN");
+    }
+    Ok((identity, caps))
 }
 
 /// What every commit action of an object carries: the state, and the
@@ -340,7 +366,7 @@ pub async fn apply(
     }
     let locks = repo.lock()?;
     refuse_changed_immutables(repo, plan).await?;
-    plan.check_all(&mut Checker { repo })?;
+    plan.check_all(&mut Checker { repo }.reading_ref_heads(plan).await)?;
 
     let mut report = CommitReport::default();
     let writes: Vec<&Action> = plan
@@ -526,21 +552,37 @@ pub(crate) async fn land(
         let m = originals.get(&a.key).ok_or_else(|| {
             TetherError::no_such_object(&a.key, originals.keys().map(String::as_str))
         })?;
-        let client = repo.client_for_object(&a.key, m).await?;
+        let client = repo.client_for_object(&a.key, m).await?.resident();
         let state = a.params["state"].clone();
         let pin_id = a.params["pin_id"].as_str().unwrap_or_default().to_string();
+        // The listing `write_and_commit` writes, read in the same instance
+        // as the pin when the object stays where its manifest says (`pull`
+        // may move it: then it is read there, later).
+        let listing = a.params.get("listing").and_then(Value::as_bool) == Some(true)
+            && a.params
+                .get("locator")
+                .is_none_or(|l| l.as_object() == Some(&m.locator));
         let (key, wave) = (a.key.clone(), wave.clone());
         calls.push((a.key.clone(), async move {
             let pin = client.pin(&state, &pin_id).await?;
             wave.progress(json!({"pinned": key, "ref": pin.ref_name, "created": pin.created}));
-            Ok(pin)
+            // A listing that fails here is asked again, and reported, there.
+            let listed = match listing {
+                true => client.listing(&state).await.ok(),
+                false => None,
+            };
+            Ok((pin, listed))
         }));
     }
     let mut pins: BTreeMap<String, PinRef> = BTreeMap::new();
+    let mut listed = BTreeMap::new();
     let mut failures = Vec::new();
     for (k, r) in fan_out(calls).await.results {
         match r {
-            Ok(pin) => {
+            Ok((pin, listing)) => {
+                if let Some(listing) = listing {
+                    listed.insert(k.clone(), listing);
+                }
                 pins.insert(k, pin);
             }
             Err(e) => failures.push((k, e)),
@@ -562,7 +604,11 @@ pub(crate) async fn land(
         return Err(crate::plugin::MultiObjectError { failures }.into());
     }
 
-    if let Err(e) = write_and_commit(repo, locks, writes, &pins, &originals, landing, report).await
+    let landed = Landed {
+        pins: &pins,
+        listed,
+    };
+    if let Err(e) = write_and_commit(repo, locks, writes, landed, &originals, landing, report).await
     {
         rollback(repo, &originals, &pins, &restore).await;
         return Err(e);
@@ -636,11 +682,18 @@ fn adopt_interrupted_pins(
     Ok(())
 }
 
+/// What the stores said while the pins landed: the pins by key, and the
+/// listings read with them (`None`: the state has none).
+struct Landed<'a> {
+    pins: &'a BTreeMap<String, PinRef>,
+    listed: BTreeMap<String, Option<String>>,
+}
+
 async fn write_and_commit(
     repo: &Repo,
     locks: &Locks,
     writes: &[&Action],
-    pins: &BTreeMap<String, PinRef>,
+    landed: Landed<'_>,
     originals: &BTreeMap<String, Manifest>,
     landing: &Landing<'_>,
     report: &mut CommitReport,
@@ -662,8 +715,9 @@ async fn write_and_commit(
         written.push((a, m));
     }
     // What only the stores can say (whether a recorded state reads back, the
-    // listing of a state), asked concurrently.
-    let asked = ask_stores(repo, &written).await?;
+    // listing of a state), asked concurrently unless read with the pins.
+    let pins = landed.pins;
+    let asked = ask_stores(repo, &written, landed.listed).await?;
     let mut files = fsutil::AtomicBatch::new();
     let mut listings = std::collections::HashSet::new();
     for (a, m) in &mut written {
@@ -759,8 +813,10 @@ async fn write_and_commit(
 async fn ask_stores(
     repo: &Repo,
     written: &[(&Action, Manifest)],
+    mut listed: BTreeMap<String, Option<String>>,
 ) -> Result<BTreeMap<String, (Option<bool>, Option<String>)>> {
     let mut calls = Vec::new();
+    let mut out = BTreeMap::new();
     for (a, m) in written {
         let record = a.verb == verb::RECORD;
         let listing = a
@@ -771,7 +827,11 @@ async fn ask_stores(
         if !record && !listing {
             continue;
         }
-        let client = repo.client(m).await?;
+        if !record && let Some(known) = listed.remove(&a.key) {
+            out.insert(a.key.clone(), (None, known));
+            continue;
+        }
+        let client = repo.client(m).await?.resident();
         let state = Value::Object(m.state.clone().unwrap_or_default());
         calls.push((a.key.clone(), async move {
             let addressable = match record {
@@ -785,7 +845,6 @@ async fn ask_stores(
             Ok((addressable, listed))
         }));
     }
-    let mut out = BTreeMap::new();
     // The first failure in key order, as the one-at-a-time loop reported it.
     for (k, r) in fan_out(calls).await.results {
         match r {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::error::{Result, TetherError};
 use super::repo::{Repo, content};
 use crate::model::{FileMode, Manifest, WorkspaceState, time, workspace::SnapshotError};
-use crate::plugin::{BackendError, fan_out};
+use crate::plugin::{BackendError, ObjectClient, fan_out};
 
 /// One object's fresh fingerprint, or why it failed.
 pub type Fingerprints = BTreeMap<String, std::result::Result<Map<String, Value>, String>>;
@@ -21,6 +21,31 @@ pub async fn fingerprint(
     manifests: &BTreeMap<String, Manifest>,
     keys: &[String],
 ) -> Result<Fingerprints> {
+    let (states, _) = fingerprint_with(repo, ws, manifests, keys, None::<NoMore>).await?;
+    Ok(states)
+}
+
+/// What [`fingerprint_with`] asks nothing more with.
+type NoMore = fn(&Manifest, ObjectClient) -> std::future::Ready<Option<()>>;
+
+/// [`fingerprint`], and for each object fingerprinted without error, what
+/// `also` asks of its store right after, with the same client: which keeps
+/// its instance between the calls ([`ObjectClient::resident`]), so an object
+/// costs one instantiation, not one per question. `None` from `also` (a
+/// question that failed) leaves the object out of the second map, for the
+/// caller to ask again and report as it would have.
+pub async fn fingerprint_with<T, A, Fut>(
+    repo: &Repo,
+    ws: &WorkspaceState,
+    manifests: &BTreeMap<String, Manifest>,
+    keys: &[String],
+    also: Option<A>,
+) -> Result<(Fingerprints, BTreeMap<String, T>)>
+where
+    T: Send + 'static,
+    A: Fn(&Manifest, ObjectClient) -> Fut,
+    Fut: Future<Output = Option<T>> + Send + 'static,
+{
     let mut calls = Vec::new();
     let mut out = Fingerprints::new();
     for key in keys {
@@ -32,14 +57,29 @@ pub async fn fingerprint(
         match repo.client(m).await {
             Ok(client) => {
                 let working_ref = Repo::working_ref(ws, key);
+                let (client, more) = match &also {
+                    Some(also) => {
+                        let client = client.resident();
+                        let more = also(m, client.clone());
+                        (client, Some(more))
+                    }
+                    None => (client, None),
+                };
                 calls.push((key.clone(), async move {
                     let state = client.fingerprint(working_ref.as_deref()).await?;
-                    match state {
-                        Value::Object(map) => Ok(map),
-                        other => Err(BackendError::Other(format!(
-                            "the backend returned a state that is not an object: {other}"
-                        ))),
-                    }
+                    let map = match state {
+                        Value::Object(map) => map,
+                        other => {
+                            return Err(BackendError::Other(format!(
+                                "the backend returned a state that is not an object: {other}"
+                            )));
+                        }
+                    };
+                    let more = match more {
+                        Some(more) => more.await,
+                        None => None,
+                    };
+                    Ok((map, more))
                 }));
             }
             // An unknown kind fails its object, not the whole status.
@@ -53,10 +93,19 @@ pub async fn fingerprint(
             Err(e) => return Err(e),
         }
     }
+    let mut more = BTreeMap::new();
     for (key, result) in fan_out(calls).await.results {
-        out.insert(key, result.map_err(|e| e.to_string()));
+        let state = match result {
+            Ok((state, Some(extra))) => {
+                more.insert(key.clone(), extra);
+                Ok(state)
+            }
+            Ok((state, None)) => Ok(state),
+            Err(e) => Err(e.to_string()),
+        };
+        out.insert(key, state);
     }
-    Ok(out)
+    Ok((out, more))
 }
 
 /// Whether `kind` is pinned to a plugin this checkout refuses to run.

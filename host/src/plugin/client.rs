@@ -28,7 +28,7 @@ use super::error::BackendError;
 use super::git_guard::GitGuard;
 use super::host::{CallState, Preopens};
 use super::http::HttpAccess;
-use super::runtime::Plugin;
+use super::runtime::{Plugin, Warm};
 use super::sql::{SqlAccess, SqlGrants, dotted_get, dotted_set};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
@@ -124,6 +124,9 @@ pub struct ObjectClient {
     /// A git object's network remote: the host pushes its pin tags there
     /// (and deletes them) with the user's git, outside the sandbox.
     pin_remote: Option<Arc<PinRemote>>,
+    /// The instance this client keeps between its calls
+    /// ([`ObjectClient::resident`]); `None`: each call finds its own.
+    resident: Option<Arc<ResidentSlot>>,
 }
 
 /// What one call may reach besides `tree`: storage URIs and directories to
@@ -222,6 +225,7 @@ impl Plugin {
                 .then(|| PinRemote::resolve(locator, secret))
                 .flatten()
                 .map(Arc::new),
+            resident: None,
         }
     }
 
@@ -342,6 +346,7 @@ impl HarnessClient {
             self.access(),
             self.scratch_tree(),
             Call::HarnessNewObject(self.scratch.clone()),
+            None,
         )
         .await?;
         json_out(&expect_json(reply)?, "harness locator")
@@ -360,6 +365,7 @@ impl HarnessClient {
             self.access(),
             self.scratch_tree(),
             Call::HarnessMutate(working_ref.map(str::to_string)),
+            None,
         )
         .await
         .map(|_| ())
@@ -374,6 +380,7 @@ impl HarnessClient {
             self.access(),
             self.scratch_tree(),
             Call::HarnessFreshLocator(self.scratch.clone()),
+            None,
         )
         .await?;
         json_out(&expect_json(reply)?, "harness locator")
@@ -576,6 +583,18 @@ impl ObjectClient {
         &self.sql
     }
 
+    /// This client (and its clones) keeping one instance between its calls,
+    /// until the last of them is dropped: an object's several calls in a row
+    /// (fingerprint, identity and capabilities; a pin and its listing) cost
+    /// one instantiation. As a batch does, it relies on plugins keeping no
+    /// state between calls; every call still gets its own deadline and a
+    /// fresh `tree`, `sql` and `wasi:http` state. Hold it only for one
+    /// object's work: each one holds a slot of the runtime's instance pool.
+    pub fn resident(mut self) -> Self {
+        self.resident = Some(Arc::new(ResidentSlot::new(self.plugin.clone())));
+        self
+    }
+
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
         self.refuse_checkout_grants()?;
         let tree = self.tree();
@@ -586,6 +605,7 @@ impl ObjectClient {
             self.access(),
             tree,
             call,
+            self.resident.as_deref(),
         )
         .await
     }
@@ -721,6 +741,7 @@ impl ObjectClient {
             self.access(),
             tree,
             calls,
+            self.resident.as_deref(),
         )
         .await?;
         Ok(replies
@@ -977,7 +998,8 @@ impl ObjectClient {
     }
 }
 
-/// One call in a fresh instance.
+/// One call: in a warm instance set up with the same grants when one waits
+/// (`slot`'s, or one the runtime kept), else in a fresh one.
 async fn run(
     plugin: &Plugin,
     config: &str,
@@ -985,8 +1007,9 @@ async fn run(
     grants: Access,
     tree: Tree,
     call: Call,
+    slot: Option<&ResidentSlot>,
 ) -> Result<Reply, BackendError> {
-    run_batch(plugin, config, locator, grants, tree, vec![call])
+    run_batch(plugin, config, locator, grants, tree, vec![call], slot)
         .await?
         .pop()
         .expect("one reply per call")
@@ -994,7 +1017,8 @@ async fn run(
 
 /// A batch of calls on one instance, bounded by one deadline per call: the
 /// epoch deadline stops guest code, and this outer bound also covers time
-/// spent waiting in host calls (storage), where epochs are not checked.
+/// spent waiting in host calls (storage), where epochs are not checked. When
+/// the outer bound strikes, the instance goes with the future that held it.
 async fn run_batch(
     plugin: &Plugin,
     config: &str,
@@ -1002,13 +1026,14 @@ async fn run_batch(
     grants: Access,
     tree: Tree,
     calls: Vec<Call>,
+    slot: Option<&ResidentSlot>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     let limit = plugin.shared.config.call_timeout;
     let weight: usize = calls.iter().map(Call::weight).sum();
     let n = u32::try_from(weight.max(1)).unwrap_or(u32::MAX);
     match tokio::time::timeout(
         limit.saturating_mul(n) + std::time::Duration::from_secs(1),
-        run_inner_batch(plugin, config, locator, grants, tree, calls),
+        run_inner_batch(plugin, config, locator, grants, tree, calls, slot),
     )
     .await
     {
@@ -1020,11 +1045,103 @@ async fn run_batch(
     }
 }
 
+/// What an instance was set up with, as far as another object may share it:
+/// the configuration its `configure` got, the storage grants (and the
+/// settings `s3://` ones open with) and the directories it was given when
+/// instantiated, and the `tree` grants its calls get. Two objects whose keys
+/// are equal can reach exactly the same things, so whatever one call leaves
+/// in the instance's memory the next could have read itself. Objects with
+/// `sql` or `wasi:http` grants get no key: their connections and credentials
+/// stay their own, and their instances are never shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AccessKey {
+    config: String,
+    storage: Vec<String>,
+    s3: Option<S3Resolution>,
+    fs: Vec<String>,
+    tree: Vec<(PathBuf, PathBuf)>,
+    hash_cache: Option<PathBuf>,
+}
+
+impl AccessKey {
+    fn of(config: &str, access: &Access, tree: &Tree) -> Option<AccessKey> {
+        if !access.sql.is_empty() || !access.http.is_empty() {
+            return None;
+        }
+        Some(AccessKey {
+            config: config.to_string(),
+            storage: access.storage.clone(),
+            s3: access.s3.clone(),
+            fs: access.fs.clone(),
+            tree: tree.granted(),
+            hash_cache: tree.cache_path().map(PathBuf::from),
+        })
+    }
+}
+
+/// The instance one client keeps between its calls ([`ObjectClient::resident`]).
+/// When the client goes, the instance is offered to the runtime for another
+/// object with the same grants, or dropped.
+pub(crate) struct ResidentSlot {
+    plugin: Arc<Plugin>,
+    warm: std::sync::Mutex<Option<Warm>>,
+}
+
+impl ResidentSlot {
+    fn new(plugin: Arc<Plugin>) -> Self {
+        ResidentSlot {
+            plugin,
+            warm: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn take(&self) -> Option<Warm> {
+        self.warm
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Keep `w` for the client's next call; a client making calls
+    /// concurrently keeps one, and the other is offered to the runtime.
+    fn put(&self, w: Warm) {
+        let spare = {
+            let mut slot = self
+                .warm
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if slot.is_none() && w.reusable() {
+                *slot = Some(w);
+                None
+            } else {
+                Some(w)
+            }
+        };
+        if let Some(w) = spare {
+            self.plugin.park(w);
+        }
+    }
+}
+
+impl Drop for ResidentSlot {
+    fn drop(&mut self) {
+        if let Some(w) = self.take() {
+            self.plugin.park(w);
+        }
+    }
+}
+
 /// Several calls on one object in one instance: instantiated and configured
 /// once, so a batch (verifying every pin an object ever had) costs one
 /// instantiation rather than one per call. Plugins keep no state between
 /// calls, so this is observably the same as separate calls. After a trap the
 /// instance is gone: the calls left get the same error.
+///
+/// The instance may be a warm one: the client's own ([`ResidentSlot`]), or one
+/// the runtime kept from a call whose [`AccessKey`] is equal to this one's.
+/// Each call still gets its own deadline, memory cap and `tree`, `sql` and
+/// `wasi:http` state; only an instance whose calls all ended cleanly (no trap,
+/// no git file put back, memory and stderr small) is kept for another.
 async fn run_inner_batch(
     plugin: &Plugin,
     config: &str,
@@ -1032,10 +1149,13 @@ async fn run_inner_batch(
     grants: Access,
     tree: Tree,
     calls: Vec<Call>,
+    slot: Option<&ResidentSlot>,
 ) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
     // Only `create` and the harness may bring a missing directory into being
     // (an empty one, removed again when the call fails); every other call
-    // on a missing directory gets no preopen and finds nothing.
+    // on a missing directory gets no preopen and finds nothing. They always
+    // run in a fresh instance, which is never kept: its preopens are what
+    // the call created.
     let create_missing = calls.iter().any(|c| {
         matches!(
             c,
@@ -1045,16 +1165,43 @@ async fn run_inner_batch(
                 | Call::HarnessFreshLocator(_)
         )
     });
-    let (preopens, created) =
-        Preopens::for_paths(&grants.fs, create_missing).map_err(BackendError::Denied)?;
-    let guard = GitGuard::take(preopens.host_dirs());
-    let mut result = run_instance(
+    let key = (!create_missing)
+        .then(|| AccessKey::of(config, &grants, &tree))
+        .flatten();
+    let (mut warm, forget_buckets, created) = match slot
+        .filter(|_| !create_missing)
+        .and_then(ResidentSlot::take)
+    {
+        Some(w) => {
+            plugin.count_reuse();
+            (w, false, Vec::new())
+        }
+        None => match key.as_ref().and_then(|k| plugin.take_warm(k)) {
+            Some(w) => (w, true, Vec::new()),
+            None => {
+                let (preopens, created) = Preopens::for_paths(&grants.fs, create_missing)
+                    .map_err(BackendError::Denied)?;
+                match start(plugin, config, grants.storage, grants.s3, preopens).await {
+                    Ok(mut w) => {
+                        w.key = key;
+                        (w, false, created)
+                    }
+                    Err(e) => {
+                        remove_created(&created);
+                        return Err(e);
+                    }
+                }
+            }
+        },
+    };
+    let guard = GitGuard::take(warm.host_dirs.iter().map(PathBuf::as_path));
+    let sql = SqlAccess::new(grants.sql, plugin.shared.config.sql).with_origins(grants.http.origins());
+    let mut result = run_calls(
         plugin,
-        config,
+        &mut warm,
         locator,
-        storage_grants(grants.storage, grants.s3),
-        preopens,
-        (tree, grants.sql, grants.http),
+        (tree, sql, grants.http),
+        forget_buckets,
         calls,
     )
     .await;
@@ -1073,13 +1220,34 @@ async fn run_inner_batch(
         Err(_) => true,
     };
     if failed {
-        for dir in created.iter().rev() {
-            // Only an empty directory goes: whatever the plugin wrote stays
-            // for the user to see.
-            let _ = std::fs::remove_dir(dir);
+        remove_created(&created);
+    }
+    // Kept only after calls that all ended as calls do: a plugin's own error
+    // is an answer, a trap or a refusal by the host is not.
+    let clean = restored.is_empty()
+        && created.is_empty()
+        && !create_missing
+        && match &result {
+            Ok(replies) => !replies.iter().any(|r| {
+                matches!(r, Err(e) if e.is_contained_fault() || matches!(e, BackendError::Runtime { .. }))
+            }),
+            Err(_) => false,
+        };
+    if clean {
+        match slot {
+            Some(slot) => slot.put(warm),
+            None => plugin.park(warm),
         }
     }
     result
+}
+
+/// Remove the directories a failed call created (only empty ones: whatever
+/// the plugin wrote stays for the user to see).
+fn remove_created(created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// The storage grants of one call: the URIs, `s3://` ones opening with the
@@ -1092,42 +1260,79 @@ fn storage_grants(uris: Vec<String>, s3: Option<S3Resolution>) -> Grants {
     }
 }
 
-async fn run_instance(
+/// A fresh instance with these storage grants and directories, configured
+/// with `config`.
+async fn start(
     plugin: &Plugin,
     config: &str,
-    locator: &str,
-    grants: Grants,
+    storage: Vec<String>,
+    s3: Option<S3Resolution>,
     preopens: Preopens,
-    (tree, sql, http): (Tree, Arc<SqlGrants>, Arc<HttpAccess>),
-    calls: Vec<Call>,
-) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
-    let (mut store, instance) = plugin.instantiate(grants, preopens).await?;
-    store.data_mut().set_tree(tree);
-    store
-        .data_mut()
-        .set_sql(SqlAccess::new(sql, plugin.shared.config.sql).with_origins(http.origins()));
-    if !http.is_empty() {
-        store.data_mut().set_http(http, plugin.shared.config.http);
-    }
+) -> Result<Warm, BackendError> {
+    let host_dirs: Vec<PathBuf> = preopens.host_dirs().map(PathBuf::from).collect();
+    let (mut store, instance) = plugin
+        .instantiate(storage_grants(storage, s3), preopens)
+        .await?;
     let s = &mut store;
     let backend = plugin
         .backend
         .load(&mut *s, &instance)
         .map_err(|e| plugin.fault(e, s))?;
     // `json` is a type alias of `string`, so the bindings take `&String`.
-    let (config, locator) = (config.to_string(), locator.to_string());
+    let config = config.to_string();
     match backend.call_configure(&mut *s, &config).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(BackendError::from(e)),
         Err(e) => return Err(plugin.fault(e, s)),
     }
+    Ok(Warm {
+        plugin: plugin.id(),
+        key: None,
+        store,
+        instance,
+        backend,
+        host_dirs,
+        calls: 0,
+    })
+}
+
+/// The calls of a batch on `w`, in order, each with its own deadline and
+/// this batch's `tree`, `sql` and `wasi:http` state.
+async fn run_calls(
+    plugin: &Plugin,
+    w: &mut Warm,
+    locator: &str,
+    (tree, sql, http): (Tree, SqlAccess, Arc<HttpAccess>),
+    forget_buckets: bool,
+    calls: Vec<Call>,
+) -> Result<Vec<Result<Reply, BackendError>>, BackendError> {
+    let state = w.store.data_mut();
+    state.begin_call(forget_buckets);
+    state.set_tree(tree);
+    state.set_sql(sql);
+    if http.is_empty() {
+        state.deny_http();
+    } else {
+        state.set_http(http, plugin.shared.config.http);
+    }
+    let locator = locator.to_string();
     let mut replies = Vec::with_capacity(calls.len());
     let total = calls.len();
     for call in calls {
+        w.calls = w.calls.saturating_add(1);
         // Each call of a batch gets the whole deadline, as a lone call would
         // (a `verify-many` one per pin it answers, as its calls one by one).
-        s.set_epoch_deadline(plugin.deadline_ticks().saturating_mul(call.weight() as u64));
-        let reply = dispatch(plugin, &backend, s, &instance, &locator, call).await;
+        w.store
+            .set_epoch_deadline(plugin.deadline_ticks().saturating_mul(call.weight() as u64));
+        let reply = dispatch(
+            plugin,
+            &w.backend,
+            &mut w.store,
+            &w.instance,
+            &locator,
+            call,
+        )
+        .await;
         let trapped = matches!(&reply, Err(e) if e.is_contained_fault() || matches!(e, BackendError::Runtime { .. }));
         replies.push(reply);
         if trapped {

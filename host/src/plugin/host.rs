@@ -29,13 +29,16 @@ use super::tree::{self as tree_cap, Tree};
 pub type BucketHandle = Bucket;
 
 /// How much of a plugin's stderr is kept for error reports.
-const STDERR_CAPACITY: usize = 16 * 1024;
+pub(crate) const STDERR_CAPACITY: usize = 16 * 1024;
 
 /// The memory limiter of one call: a hard cap on linear memory, remembered when
 /// hit so the trap can be reported as what it was.
 pub(crate) struct Limiter {
     pub(crate) max_memory: usize,
     pub(crate) hit: bool,
+    /// The linear memory granted so far (bytes): a warm instance this large
+    /// is not kept.
+    pub(crate) size: usize,
 }
 
 impl ResourceLimiter for Limiter {
@@ -52,6 +55,7 @@ impl ResourceLimiter for Limiter {
                 self.max_memory
             ));
         }
+        self.size = self.size.max(desired);
         Ok(true)
     }
 
@@ -167,6 +171,8 @@ pub struct CallState {
     sql: SqlAccess,
     kind: Arc<str>,
     stderr: MemoryOutputPipe,
+    /// Where this call's stderr starts (a warm instance served earlier calls).
+    stderr_from: usize,
     /// Buckets this instance opened, by normalised URI: opening one again
     /// (the memory plugin opens its store per call, a verify batch makes
     /// hundreds of calls) reuses it, with the root directory it keeps open.
@@ -199,6 +205,7 @@ impl CallState {
             limiter: Limiter {
                 max_memory,
                 hit: false,
+                size: 0,
             },
             grants,
             tree: Tree::default(),
@@ -206,6 +213,7 @@ impl CallState {
             sql: SqlAccess::default(),
             kind,
             stderr,
+            stderr_from: 0,
             opened: HashMap::new(),
             http_ctx: WasiHttpCtx::new(),
         })
@@ -214,6 +222,11 @@ impl CallState {
     /// Grant the call the object's HTTP origins, under `limits`.
     pub(crate) fn set_http(&mut self, access: Arc<HttpAccess>, limits: HttpLimits) {
         self.http = HttpPolicy::new(self.kind.clone(), access, limits);
+    }
+
+    /// Take back every HTTP origin (what a fresh instance starts with).
+    pub(crate) fn deny_http(&mut self) {
+        self.http = HttpPolicy::deny_all(self.kind.clone());
     }
 
     /// Grant the call its `tree` capability (none until this is called).
@@ -241,9 +254,26 @@ impl CallState {
 
     /// What the plugin wrote to stderr during the call (a panic message, say).
     pub(crate) fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents())
+        let all = self.stderr.contents();
+        String::from_utf8_lossy(all.get(self.stderr_from..).unwrap_or_default())
             .trim()
             .to_string()
+    }
+
+    /// Bytes of stderr kept so far, over every call of the instance.
+    pub(crate) fn stderr_len(&self) -> usize {
+        self.stderr.contents().len()
+    }
+
+    /// Start another call on this (warm) instance: what it reports of
+    /// stderr starts here, and with `forget_buckets` (an instance that last
+    /// served another object, or waited) no bucket an earlier call opened is
+    /// handed out again: each is opened afresh, at its root as it is now.
+    pub(crate) fn begin_call(&mut self, forget_buckets: bool) {
+        self.stderr_from = self.stderr_len();
+        if forget_buckets {
+            self.opened.clear();
+        }
     }
 }
 

@@ -5,14 +5,20 @@
 //! A plugin that traps (runs past its deadline, grows past its memory limit,
 //! panics) fails that call only: the store is dropped and the next call
 //! instantiates afresh from the `InstancePre`.
+//!
+//! An instance whose calls all ended cleanly may be kept warm for the next
+//! call with exactly the same configuration and grants ([`Warm`]; the rules
+//! are in `client.rs`): a batch of objects on one store then costs one
+//! instantiation, not one per object.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::component::{HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 use super::bindings::{
@@ -20,6 +26,7 @@ use super::bindings::{
     describe_net_iface, harness_iface, verify_many_iface,
 };
 use super::cache::{ComponentCache, Loaded, default_cache_root};
+use super::client::AccessKey;
 use super::error::{BackendError, PluginError};
 use super::host::{CallState, Preopens};
 use super::http::HttpLimits;
@@ -90,6 +97,8 @@ pub struct RuntimeStats {
     pub compiled: AtomicU64,
     pub loaded_from_cache: AtomicU64,
     pub instantiated: AtomicU64,
+    /// Calls served by a warm instance instead of a new one.
+    pub reused: AtomicU64,
 }
 
 /// A snapshot of the runtime's counters (`RuntimeStats`).
@@ -98,6 +107,44 @@ pub struct StatsSnapshot {
     pub compiled: u64,
     pub loaded_from_cache: u64,
     pub instantiated: u64,
+    pub reused: u64,
+}
+
+/// At most this many warm instances wait between calls, over all plugins:
+/// each holds a slot of the instance pool (which fan-outs need) and its
+/// memory.
+const MAX_WARM: usize = 16;
+
+/// An instance between calls: configured once, with the grants `key` names
+/// (`None`: grants that are never shared with another object, kept only by
+/// the client that made it).
+pub(crate) struct Warm {
+    /// The plugin it is an instance of ([`Plugin`]'s `id`).
+    pub(crate) plugin: u64,
+    pub(crate) key: Option<AccessKey>,
+    pub(crate) store: Store<CallState>,
+    pub(crate) instance: Instance,
+    pub(crate) backend: backend_iface::Guest,
+    /// Its preopened directories (resolved): what the git guard watches.
+    pub(crate) host_dirs: Vec<PathBuf>,
+    /// Calls it served; an instance is retired after [`Warm::MAX_CALLS`].
+    pub(crate) calls: u32,
+}
+
+impl Warm {
+    /// Calls one instance serves before it is retired, so a plugin that leaks
+    /// a little per call never runs into its memory limit because of reuse.
+    pub(crate) const MAX_CALLS: u32 = 1_000;
+    /// Linear memory above which an instance is not kept (bytes).
+    pub(crate) const MAX_MEMORY: usize = 64 << 20;
+
+    /// Whether it may serve another call.
+    pub(crate) fn reusable(&self) -> bool {
+        self.calls < Self::MAX_CALLS
+            && self.store.data().limiter.size <= Self::MAX_MEMORY
+            && !self.store.data().limiter.hit
+            && self.store.data().stderr_len() < super::host::STDERR_CAPACITY / 2
+    }
 }
 
 pub(crate) struct Shared {
@@ -106,6 +153,8 @@ pub(crate) struct Shared {
     cache: ComponentCache,
     pub(crate) config: RuntimeConfig,
     pub(crate) stats: RuntimeStats,
+    /// Warm instances by recency (newest last), at most [`MAX_WARM`].
+    warm: Mutex<VecDeque<Warm>>,
 }
 
 /// The plugin runtime. Cheap to clone; one per process is the intended use
@@ -137,6 +186,8 @@ impl std::fmt::Display for PluginSource {
 /// A loaded plugin: compiled, linked, described.
 pub struct Plugin {
     pub(crate) shared: Arc<Shared>,
+    /// Unique in this process: which plugin a warm instance belongs to.
+    id: u64,
     pub(crate) pre: InstancePre<CallState>,
     pub(crate) backend: backend_iface::GuestIndices,
     pub(crate) harness: Option<harness_iface::GuestIndices>,
@@ -178,6 +229,8 @@ impl std::fmt::Debug for Plugin {
 static GLOBAL: Mutex<Option<Runtime>> = Mutex::new(None);
 /// How many times [`GLOBAL`] was built: once, whoever asked first.
 static GLOBAL_BUILDS: AtomicU64 = AtomicU64::new(0);
+/// The next [`Plugin`] id.
+static NEXT_PLUGIN_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Runtime {
     /// The process-wide runtime with the default configuration. Built once:
@@ -194,6 +247,17 @@ impl Runtime {
         GLOBAL_BUILDS.fetch_add(1, Ordering::Relaxed);
         *slot = Some(rt.clone());
         Ok(rt)
+    }
+
+    /// The counters of the process-wide runtime, if it was started (it is
+    /// not started to answer): what `tether` logs as it exits
+    /// (`RUST_LOG=tether::runtime=debug`), for tests that count instances.
+    pub fn global_stats() -> Option<StatsSnapshot> {
+        GLOBAL
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(Runtime::stats)
     }
 
     /// A runtime with its own engine and limits.
@@ -217,6 +281,7 @@ impl Runtime {
                 cache,
                 config,
                 stats: RuntimeStats::default(),
+                warm: Mutex::new(VecDeque::new()),
             }),
         })
     }
@@ -236,6 +301,7 @@ impl Runtime {
             compiled: s.compiled.load(Ordering::Relaxed),
             loaded_from_cache: s.loaded_from_cache.load(Ordering::Relaxed),
             instantiated: s.instantiated.load(Ordering::Relaxed),
+            reused: s.reused.load(Ordering::Relaxed),
         }
     }
 
@@ -337,6 +403,7 @@ impl Runtime {
         let host_imports = host_imports(&import_names, describe_fs.is_some());
         let mut plugin = Plugin {
             shared: self.shared.clone(),
+            id: NEXT_PLUGIN_ID.fetch_add(1, Ordering::Relaxed),
             pre,
             backend,
             harness,
@@ -622,6 +689,52 @@ impl Plugin {
         Ok((store, instance))
     }
 
+    /// A warm instance of this plugin set up with exactly `key`, if one waits.
+    pub(crate) fn take_warm(&self, key: &AccessKey) -> Option<Warm> {
+        let mut warm = self
+            .shared
+            .warm
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = warm
+            .iter()
+            .rposition(|w| w.plugin == self.id && w.key.as_ref() == Some(key))?;
+        let taken = warm.remove(at);
+        if taken.is_some() {
+            self.shared.stats.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Keep `w` for a later call with the same key; the oldest warm instance
+    /// goes when there are too many. One whose grants are never shared, or
+    /// that may not serve again, is dropped.
+    pub(crate) fn park(&self, w: Warm) {
+        if w.key.is_none() || w.plugin != self.id || !w.reusable() {
+            return;
+        }
+        let evicted = {
+            let mut warm = self
+                .shared
+                .warm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            warm.push_back(w);
+            (warm.len() > MAX_WARM).then(|| warm.pop_front()).flatten()
+        };
+        // Dropped outside the lock: freeing an instance resets its memory.
+        drop(evicted);
+    }
+
+    /// Count a call served by an instance kept by its client.
+    pub(crate) fn count_reuse(&self) {
+        self.shared.stats.reused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// One call's deadline in epoch ticks from now.
     pub(crate) fn deadline_ticks(&self) -> u64 {
         let ticks = self.shared.config.call_timeout.as_millis() / EPOCH_TICK.as_millis() + 1;
@@ -790,6 +903,18 @@ fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
         .total_tables(config.max_instances * 4)
         .total_stacks(config.max_instances)
         .max_memory_size(config.memory_limit.max(1 << 20));
+    // EXPERIMENT (issue 28): reset a freed instance's memory in place.
+    if let Some(keep) = std::env::var("TETHER_POOL_KEEP_RESIDENT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        pooling
+            .linear_memory_keep_resident(keep << 20)
+            .table_keep_resident(keep << 20);
+        if std::env::var_os("TETHER_POOL_PAGEMAP").is_some() {
+            pooling.pagemap_scan(wasmtime::Enabled::Auto);
+        }
+    }
     let pooled = {
         let mut c = wt.clone();
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));

@@ -940,6 +940,17 @@ impl Tree {
         }
     }
 
+    /// The granted paths, as spelled and as resolved when granted: part of
+    /// what decides whether two objects may share an instance (`client.rs`).
+    pub(crate) fn granted(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.inner
+            .grants
+            .granted
+            .iter()
+            .map(|g| (g.lexical.clone(), g.real.clone()))
+            .collect()
+    }
+
     /// The hash cache file this call uses, if any.
     pub fn cache_path(&self) -> Option<&Path> {
         self.inner.cache.as_deref()
