@@ -6,10 +6,12 @@
 //! `allow_http` and the database given with `--config` as
 //! `.tether/secrets.toml` would give them.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use tether_testkit::{describe, repo_root};
+use common::{assert_passed, build_template, conformance, describe, new_plugin};
 
 /// What the author adds to the generated `src/lib.rs`: the network module,
 /// and `configure` keeping the configuration it names the service in.
@@ -84,36 +86,9 @@ fn patch(text: &mut String, from: &str, to: &str) {
 
 #[test]
 fn a_generated_plugin_with_a_granted_http_get_and_sql_query_passes_conformance() {
-    let root = repo_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("tmpl-net");
-    let clean = |c: &mut Command| {
-        c.env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .env_remove("CARGO_TARGET_DIR");
-    };
-    let mut generate = Command::new(&cargo);
-    generate
-        .current_dir(&root)
-        .args([
-            "run",
-            "-q",
-            "-p",
-            "xtask",
-            "--",
-            "new-plugin",
-            "tmpl-net",
-            "--dir",
-        ])
-        .arg(&dir)
-        // This checkout's SDK, so the crate builds offline against the code
-        // under test (the default takes it from the repository by git).
-        .arg("--sdk-path")
-        .arg(root.join("sdk"));
-    clean(&mut generate);
-    let out = generate.output().unwrap();
+    let out = new_plugin("tmpl-net", &dir);
     assert!(out.status.success(), "new-plugin: {}", describe(&out));
 
     let lib = dir.join("src/lib.rs");
@@ -139,16 +114,7 @@ fn a_generated_plugin_with_a_granted_http_get_and_sql_query_passes_conformance()
     text.push_str(NET_MODULE);
     std::fs::write(&lib, text).unwrap();
 
-    let target = root.join("target").join("template-plugin");
-    let mut build = Command::new(&cargo);
-    build
-        .current_dir(&dir)
-        .args(["build", "--release", "--offline", "--target-dir"])
-        .arg(&target);
-    clean(&mut build);
-    let out = build.output().unwrap();
-    assert!(out.status.success(), "build: {}", describe(&out));
-    let wasm = target.join("wasm32-wasip2/release/tether_plugin_tmpl_net.wasm");
+    let wasm = build_template(&dir, "tmpl-net");
 
     let mut server = Command::new(tether_testkit::python())
         .args(["-c", SERVER])
@@ -178,44 +144,20 @@ fn a_generated_plugin_with_a_granted_http_get_and_sql_query_passes_conformance()
         "allow_http": true,
         "db": format!("sqlite://{}", db.display()),
     });
-    let run = |config: &serde_json::Value| {
-        Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
-            .arg(&wasm)
-            .args(["--config", &config.to_string()])
-            .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
-            .output()
-            .unwrap()
-    };
-    let out = run(&config);
-    let text = describe(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("PASS  fingerprint.stable"), "{text}");
-    assert!(stdout.contains(" passed, 0 failed,"), "{text}");
+    let wasm = wasm.to_str().unwrap();
+    let run = |config: &serde_json::Value| conformance(&[wasm, "--config", &config.to_string()]);
+    assert_passed(&run(&config));
 
     // The same service and database as `--scratch` URLs: granted as the
     // configuration granted them (plain http allowed for the URL named).
-    let out = Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
-        .arg(&wasm)
-        .args(["--scratch", config["api_url"].as_str().unwrap()])
-        .args(["--scratch", config["db"].as_str().unwrap()])
-        .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
-        .output()
-        .unwrap();
-    let text = describe(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("PASS  fingerprint.stable"), "{text}");
-    assert!(stdout.contains(" passed, 0 failed,"), "{text}");
+    let (api, db) = (
+        config["api_url"].as_str().unwrap(),
+        config["db"].as_str().unwrap(),
+    );
+    assert_passed(&conformance(&[wasm, "--scratch", api, "--scratch", db]));
     // The URL is what the plugin reached: one where nothing listens fails
     // the checks that fingerprint (without a URL, the probe would skip).
-    let out = Command::new(env!("CARGO_BIN_EXE_tether-conformance"))
-        .arg(&wasm)
-        .args(["--scratch", "http://127.0.0.1:9/"])
-        .args(["--scratch", config["db"].as_str().unwrap()])
-        .env("TETHER_CACHE_DIR", tether_testkit::cache_dir())
-        .output()
-        .unwrap();
+    let out = conformance(&[wasm, "--scratch", "http://127.0.0.1:9/", "--scratch", db]);
     assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
 
     // Without `allow_http` the same origin is refused, and the checks

@@ -302,6 +302,24 @@ out(head(con))
         "{fields}"
     );
     assert_eq!(find_str(&fields, "table_ref"), "lake.main.t", "{fields}");
+    // The CLI shows the same typed fields: under `fields` in --json (the
+    // spec's four keys unchanged), and for a person as `name: value` lines
+    // on stderr, stdout staying the address alone.
+    assert_eq!(opened["fields"], fields, "{opened}");
+    let human = seen.run(d, &["open", "lake", "-r", &first_commit]);
+    assert!(human.status.success(), "{}", describe(&human));
+    assert_eq!(
+        stdout(&human).trim_end(),
+        format!("{}#snapshot={s2}", lake.metadata),
+        "{}",
+        describe(&human)
+    );
+    assert!(
+        stderr(&human).contains(&format!("  attach_sql: {attach}"))
+            && stderr(&human).contains("  table_ref: lake.main.t"),
+        "{}",
+        describe(&human)
+    );
     let read = py(
         lake,
         r#"
@@ -528,4 +546,122 @@ fn duckdb_file_catalogs_and_committed_init_sql_are_refused() {
     ]);
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(stderr(&out).contains("secrets.toml") || stdout(&out).contains("secrets.toml"));
+}
+
+/// Row counts when rows of one data file are deleted in several snapshots.
+/// DuckLake then replaces the file's delete file with one holding every
+/// delete so far, keeping its `begin_snapshot` and recording the last
+/// snapshot as `partial_max`; the catalog keeps only the total
+/// `delete_count`. A diff whose ends both lie outside such a file's span is
+/// exact; one that ends inside it gives the inserted rows and marks the
+/// deleted ones `?`, saying why in the note.
+#[test]
+fn deletes_of_one_data_file_in_several_snapshots() {
+    let d = Dataset::init();
+    let mut lake = sqlite_lake(&d);
+    // Parquet files, not rows inlined in the catalog.
+    lake.attach = lake.attach.replace("/')", "/', DATA_INLINING_ROW_LIMIT 0)");
+    py(
+        &lake,
+        r#"
+con = lake()
+con.execute("CREATE TABLE lake.t (id BIGINT)")
+con.execute("INSERT INTO lake.t SELECT range FROM range(10)")
+out(head(con))
+"#,
+        &[],
+    );
+    d.ok(&[
+        "add",
+        "lake",
+        &lake.add_as,
+        "--kind",
+        "ducklake",
+        "--table",
+        "main.t",
+        "--set",
+        &format!("data_path={}/", lake.data_path.display()),
+    ]);
+    d.ok(&["commit", "-m", "ten rows"]);
+    let c1 = d.rev("HEAD");
+    // Snapshot by snapshot: 3 rows deleted from the first file; 2 more from
+    // it; 2 rows added in a second file and 1 of them deleted.
+    let steps = [
+        "DELETE FROM lake.t WHERE id < 3",
+        "DELETE FROM lake.t WHERE id IN (5, 6)",
+        "INSERT INTO lake.t VALUES (100), (101)",
+        "DELETE FROM lake.t WHERE id = 100",
+    ];
+    let mut commits = vec![c1];
+    for (i, sql) in steps.iter().enumerate() {
+        py(
+            &lake,
+            "con = lake()\ncon.execute(ARGS[0])\nout(head(con))",
+            &[sql],
+        );
+        d.ok(&["commit", "-m", &format!("step {i}")]);
+        commits.push(d.rev("HEAD"));
+    }
+    // What DuckLake wrote: one delete file for the first data file,
+    // spanning the two delete snapshots.
+    let files = py(
+        &lake,
+        r#"
+con = lake()
+out(con.execute("SELECT begin_snapshot, partial_max, delete_count FROM __ducklake_metadata_lake.ducklake_delete_file WHERE end_snapshot IS NULL ORDER BY begin_snapshot").fetchall())
+"#,
+        &[],
+    );
+    assert_eq!(
+        files[0][2], 5,
+        "one delete file holds both deletes: {files}"
+    );
+    assert!(
+        files[0][1].as_i64() > files[0][0].as_i64(),
+        "it spans snapshots: {files}"
+    );
+    let diff = |a: &str, b: &str| -> (Value, String) {
+        let text = d.ok(&["diff", a, b, "--content", "--json"]);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let note = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["key"] == "lake")
+            .map(|c| c["detail"]["note"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        (entry(&v, "main.t"), note)
+    };
+    // Ends outside the span: exact, forward and back.
+    let (t, note) = diff(&commits[0], &commits[2]);
+    assert_eq!(t["detail"], "+0 rows, -5 rows", "{t} {note}");
+    assert!(note.is_empty(), "{note}");
+    let (t, _) = diff(&commits[2], &commits[0]);
+    assert_eq!(t["detail"], "+5 rows, -0 rows", "{t}");
+    let (t, note) = diff(&commits[0], &commits[4]);
+    assert_eq!(t["detail"], "+2 rows, -6 rows", "{t} {note}");
+    assert!(note.is_empty(), "{note}");
+    let (t, _) = diff(&commits[2], &commits[4]);
+    assert_eq!(t["detail"], "+2 rows, -1 rows", "{t}");
+    // An end inside the span: the first 3 deletes and the next 2 are one
+    // total in the catalog. The deleted count is not given, and the note
+    // says which file and what only it can tell.
+    for (a, b) in [(0, 1), (1, 2), (1, 4)] {
+        let (t, note) = diff(&commits[a], &commits[b]);
+        let plus = if b == 4 { 2 } else { 0 };
+        assert_eq!(
+            t["detail"],
+            format!("+{plus} rows, -? rows"),
+            "{a}..{b}: {t}"
+        );
+        assert!(
+            note.contains("main.t: a delete file live at snapshot")
+                && note.contains("delete_count")
+                && note.contains("_ducklake_internal_snapshot_id"),
+            "{note}"
+        );
+    }
+    // The human output prints the note.
+    let text = d.ok(&["diff", &commits[0], &commits[1], "--content"]);
+    assert!(text.contains("-? rows") && text.contains("note:"), "{text}");
 }

@@ -6,9 +6,11 @@
 //!
 //! - [`move_ref`]: a conditional ref move with the spec's `expected` check and
 //!   a retry loop for unconditional moves that lose a race ([`CasRef`]);
-//! - [`pin_slot`], [`live_generation`], [`pin_id_of_ref`]: pins and their
-//!   generations (`tether.<pin-id>`, `.2` … `.1000`) in stores that never
-//!   reuse a deleted ref name;
+//! - [`pin_slot`], [`live_generation`], [`live_tag`], [`pin_id_of_ref`]: pins
+//!   and their generations (`tether.<pin-id>`, `.2` … `.1000`) in stores that
+//!   never reuse a deleted ref name;
+//! - [`Heads`], [`resolve_target`], [`base_head`]: what a [`Target`] names
+//!   (the base, a working ref, a pin's live tag, a recorded state);
 //! - [`PinCheck`]: `verify`'s decision table (ok, drifted, missing, unknown);
 //! - [`guard_delete`]: the owner and emptiness re-check before `delete_store`;
 //! - [`refuse_base`]: `fork` and `delete_working_ref` never touch the base;
@@ -17,7 +19,7 @@
 //!
 //! Harness helpers (scratch directories) are in [`crate::harness`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Display;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -25,7 +27,7 @@ pub use chrono::SecondsFormat;
 use serde_json::Value;
 use tether_contract::names;
 
-use crate::backend::{Expected, PinRef, VerifyReport, VerifyStatus};
+use crate::backend::{Expected, PinRef, Target, VerifyReport, VerifyStatus};
 use crate::error::{Error, Result};
 use crate::expected::check_expected;
 
@@ -196,6 +198,63 @@ impl<'a> PinTags<'a> {
         let base = names::ref_for_pin(&pin.id);
         let generations = self.by_base.get(base.as_str())?;
         live_generation(pin, generations.iter().copied())
+    }
+}
+
+/// [`live_generation`] over a store's tags by name: the pin's live tag and
+/// what it holds.
+pub fn live_tag<S: Clone>(tags: &BTreeMap<String, S>, pin: &PinRef) -> Option<(String, S)> {
+    let tag = live_generation(pin, tags.keys().map(String::as_str))?;
+    Some((tag.to_owned(), tags[tag].clone()))
+}
+
+/// The not-found error of a pin none of whose generations exists.
+pub fn pin_gone(pin: &PinRef) -> Error {
+    Error::not_found(format!("pin {} has no tag ({} is gone)", pin.id, pin.ref_))
+}
+
+// ---------------------------------------------------------------------------
+// Targets
+
+/// How a backend with branches and tags finds a head: [`resolve_target`]
+/// and [`base_head`] are the dispatch over a [`Target`] every such backend
+/// writes the same way.
+pub trait Heads {
+    /// What a target resolves to (a snapshot id, a version; with the tag it
+    /// came through where the backend needs that).
+    type Head;
+    /// A revision as a locator's `at` (and `history --at`) names it.
+    fn rev(&self, rev: &str) -> Result<Self::Head>;
+    /// The head of branch `name`, which must exist.
+    fn branch(&self, name: &str) -> Result<Self::Head>;
+    /// A pin's live tag and what it holds; `None` when every generation of
+    /// it is gone.
+    fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, Self::Head)>>;
+    /// A recorded state, which must still be in the store.
+    fn recorded(&self, state: &Value) -> Result<Self::Head>;
+}
+
+/// The base head: the locator's `at` when set, else its branch's head.
+pub fn base_head<H: Heads + ?Sized>(heads: &H, at: Option<&str>, branch: &str) -> Result<H::Head> {
+    match at {
+        Some(at) => heads.rev(at),
+        None => heads.branch(branch),
+    }
+}
+
+/// What `target` names, for a locator at `at` on `branch`; a pin none of
+/// whose generations exists is not found ([`pin_gone`]).
+pub fn resolve_target<H: Heads + ?Sized>(
+    heads: &H,
+    at: Option<&str>,
+    branch: &str,
+    target: &Target,
+) -> Result<H::Head> {
+    match target {
+        Target::Base => base_head(heads, at, branch),
+        Target::WorkingRef(name) => heads.branch(name),
+        Target::Pinned(pin) => Ok(heads.live_pin(pin)?.ok_or_else(|| pin_gone(pin))?.1),
+        Target::Recorded(state) => heads.recorded(state),
     }
 }
 
@@ -486,6 +545,73 @@ mod tests {
             *self.head.borrow_mut() = Some(*target);
             Ok(Swap::Moved)
         }
+    }
+
+    /// A store of branches and tags by name, revisions `@N`.
+    struct Refs {
+        branches: BTreeMap<String, u32>,
+        tags: BTreeMap<String, u32>,
+    }
+
+    impl Heads for Refs {
+        type Head = u32;
+        fn rev(&self, rev: &str) -> Result<u32> {
+            rev.strip_prefix('@')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| Error::not_found(rev.to_owned()))
+        }
+        fn branch(&self, name: &str) -> Result<u32> {
+            self.branches
+                .get(name)
+                .copied()
+                .ok_or_else(|| Error::not_found(name.to_owned()))
+        }
+        fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, u32)>> {
+            Ok(live_tag(&self.tags, pin))
+        }
+        fn recorded(&self, state: &Value) -> Result<u32> {
+            Ok(state["n"].as_u64().unwrap() as u32)
+        }
+    }
+
+    #[test]
+    fn resolve_target_dispatches_and_names_a_gone_pin() {
+        let id = "ds.abc";
+        let refs = Refs {
+            branches: [("main".to_owned(), 1), ("ws".to_owned(), 2)].into(),
+            tags: [(pin_ref_name(id, 2), 7), ("other".to_owned(), 8)].into(),
+        };
+        let pin = PinRef {
+            id: id.into(),
+            ref_: pin_ref_name(id, 1),
+            created: false,
+        };
+        let r = |at: Option<&str>, t: &Target| resolve_target(&refs, at, "main", t);
+        assert_eq!(r(None, &Target::Base).unwrap(), 1);
+        assert_eq!(r(Some("@5"), &Target::Base).unwrap(), 5);
+        assert_eq!(base_head(&refs, Some("@6"), "main").unwrap(), 6);
+        assert_eq!(r(None, &Target::WorkingRef("ws".into())).unwrap(), 2);
+        assert!(r(None, &Target::WorkingRef("nope".into())).is_err());
+        // The pin's own tag is gone; its live generation `.2` holds 7.
+        assert_eq!(r(None, &Target::Pinned(pin.clone())).unwrap(), 7);
+        assert_eq!(r(None, &Target::Recorded(json!({"n": 3}))).unwrap(), 3);
+        let gone = PinRef {
+            id: "ds.zzz".into(),
+            ref_: pin_ref_name("ds.zzz", 1),
+            created: false,
+        };
+        let err = r(None, &Target::Pinned(gone)).unwrap_err();
+        assert!(matches!(err, Error::NotFound(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            pin_gone(&PinRef {
+                id: "ds.zzz".into(),
+                ref_: pin_ref_name("ds.zzz", 1),
+                created: false
+            })
+            .to_string()
+        );
+        assert!(err.to_string().contains("tether.ds.zzz"), "{err}");
     }
 
     fn fake(head: Option<u32>, losses: usize) -> Fake {

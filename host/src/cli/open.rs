@@ -1,10 +1,12 @@
 //! `tether open KEY [-r REV] [--read-only | --writable] [--with-password]`.
 
 use anyhow::Result;
+use serde_json::Value;
 
 use super::frame::Ctx;
 use super::output::{Exit, print_json};
 use crate::engine::open::{self, Access, OpenOptions};
+use crate::model::display::escape_inline;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -50,6 +52,34 @@ pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
         print_json(&opened)?;
     } else {
         outln!("{}", opened.address);
+        // The typed fields are for the person at the terminal (the
+        // statement a DuckDB user runs, a URL's parts): stdout stays the
+        // address alone, so `$(tether open KEY)` keeps working.
+        for (name, value) in field_lines(&opened.fields) {
+            super::output::write_err(format_args!("  {name}: {value}"));
+        }
     }
     Ok(Exit::Ok)
+}
+
+/// A handle's top-level fields with a value, as `(name, value)` escaped for
+/// one line each (a plugin wrote them); strings bare, the rest as JSON.
+fn field_lines(fields: &Value) -> Vec<(String, String)> {
+    let Some(map) = fields.as_object() else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter_map(|(name, value)| {
+            let text = match value {
+                Value::Null => return None,
+                Value::String(s) if s.is_empty() => return None,
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            Some((
+                escape_inline(name).into_owned(),
+                escape_inline(&text).into_owned(),
+            ))
+        })
+        .collect()
 }

@@ -48,7 +48,9 @@ pub struct OpenOptions {
     pub with_password: bool,
 }
 
-/// The `--json` shape: `{"key", "read_only", "address", "type"}`.
+/// The `--json` shape: the spec's `{"key", "read_only", "address", "type"}`,
+/// and `fields`, the backend's typed fields (an addition: readers of the
+/// four keys are unaffected).
 #[derive(Debug, Clone, Serialize)]
 pub struct Opened {
     pub key: String,
@@ -56,8 +58,8 @@ pub struct Opened {
     pub address: String,
     #[serde(rename = "type")]
     pub type_name: String,
-    /// The backend's typed fields (not part of the spec's JSON shape).
-    #[serde(skip)]
+    /// The backend's typed fields (DuckLake's `attach_sql`, Neon's URL
+    /// parts), every connection URL in them redacted like `address`.
     pub fields: Value,
     /// What the CLI should warn about (a deleted pin fell back to its state).
     #[serde(skip)]
@@ -74,17 +76,20 @@ pub async fn open(repo: &Repo, opts: &OpenOptions) -> Result<Opened> {
         .open(&target, read_only)
         .await
         .map_err(|e| TetherError::backend(&opts.key, e))?;
-    let address = if opts.with_password {
-        handle.address
+    let (address, fields) = if opts.with_password {
+        (handle.address, handle.fields)
     } else {
-        redact_password(&handle.address)
+        (
+            redact_password(&handle.address),
+            redact_fields(handle.fields),
+        )
     };
     Ok(Opened {
         key: opts.key.clone(),
         read_only: handle.read_only,
         address,
         type_name: handle.type_name,
-        fields: handle.fields,
+        fields,
         warnings,
     })
 }
@@ -222,6 +227,19 @@ async fn at_revision(repo: &Repo, key: &str, rev: &str, access: Access) -> Resul
     }
 }
 
+/// `fields` with [`redact_password`] applied to every string in them: a
+/// backend may put its connection URL in a field as well as in `address`.
+fn redact_fields(fields: Value) -> Value {
+    match fields {
+        Value::String(s) => Value::String(redact_password(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(redact_fields).collect()),
+        Value::Object(m) => {
+            Value::Object(m.into_iter().map(|(k, v)| (k, redact_fields(v))).collect())
+        }
+        other => other,
+    }
+}
+
 /// `scheme://user:password@host/...` → `scheme://user:***@host/...`; any
 /// other address is returned as it is.
 pub fn redact_password(address: &str) -> String {
@@ -242,6 +260,18 @@ pub fn redact_password(address: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::redact_password;
+
+    #[test]
+    fn fields_are_redacted_wherever_they_hold_a_url() {
+        let fields = serde_json::json!({
+            "url": "postgresql://r:pw@h/db",
+            "parts": [{"uri": "mysql://u:pw@h:3306/db"}],
+            "n": 3,
+        });
+        let text = super::redact_fields(fields).to_string();
+        assert!(!text.contains("pw@"), "{text}");
+        assert!(text.contains("postgresql://r:***@h/db") && text.contains("\"n\":3"));
+    }
 
     #[test]
     fn passwords_are_redacted() {

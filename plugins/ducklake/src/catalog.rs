@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tether_sdk::sql::{Connection, Dialect, Row, SqlError};
+use tether_sdk::sql::{Connection, Dialect, FromValue, Row, SqlError};
 use tether_sdk::{Error, Result};
 
 use crate::changes::{self, Change};
@@ -61,12 +61,32 @@ pub fn live(begin: i64, end: Option<i64>, at: i64) -> bool {
 }
 
 /// Rows of a table, per table id: (added between two snapshots, live at the
-/// lower, live at the upper).
+/// lower, live at the upper), and the first file that keeps them from being
+/// exact ([`Split`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub added: i64,
     pub at_lo: i64,
     pub at_hi: i64,
+    pub split: Option<Split>,
+}
+
+/// A file live at snapshot `at` that holds rows of snapshots `begin` to
+/// `max` (its `partial_max`) together, `max > at`. DuckLake writes one when
+/// rows of a data file that already has deletes are deleted again (the new
+/// delete file replaces the old in the catalog and keeps its
+/// `begin_snapshot`), or when it merges files. The catalog records only the
+/// file's total (`delete_count`, `record_count`); how many of its rows
+/// belong to snapshots up to `at` is in the file itself (the
+/// `_ducklake_internal_snapshot_id` of each row), so a count at `at` is not
+/// exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    /// A delete file (else a data file).
+    pub deletes: bool,
+    pub begin: i64,
+    pub max: i64,
+    pub at: i64,
 }
 
 fn sql_err(e: SqlError) -> Error {
@@ -143,9 +163,9 @@ impl Catalog {
         }
     }
 
-    fn snapshot_of(row: &Row<'_>) -> Result<Snapshot> {
-        let id: i64 = row.get("snapshot_id").map_err(sql_err)?;
-        let time: Option<String> = row.get("t").map_err(sql_err)?;
+    fn snapshot_of(row: Row<'_>) -> Result<Snapshot> {
+        let id: i64 = col(row, "snapshot_id")?;
+        let time: Option<String> = col(row, "t")?;
         let time = time.ok_or_else(|| Error::backend(format!("snapshot {id} has no time")))?;
         Ok(Snapshot {
             id,
@@ -160,7 +180,7 @@ impl Catalog {
             self.t("ducklake_snapshot")
         );
         let rows = self.query(&sql)?;
-        rows.iter().map(|r| Self::snapshot_of(&r)).collect()
+        rows.iter().map(Self::snapshot_of).collect()
     }
 
     /// The newest snapshot.
@@ -213,12 +233,12 @@ impl Catalog {
         let rows = self.query(&sql)?;
         rows.iter()
             .map(|r| {
-                let changes: Option<String> = r.get("changes_made").map_err(sql_err)?;
+                let changes: Option<String> = col(r, "changes_made")?;
                 Ok(Entry {
-                    snapshot: Self::snapshot_of(&r)?,
+                    snapshot: Self::snapshot_of(r)?,
                     changes: changes::parse(changes.as_deref().unwrap_or(""))?,
-                    author: r.get("author").map_err(sql_err)?,
-                    message: r.get("commit_message").map_err(sql_err)?,
+                    author: col(r, "author")?,
+                    message: col(r, "commit_message")?,
                 })
             })
             .collect()
@@ -262,20 +282,15 @@ impl Catalog {
         let rows = self.query(&sql)?;
         rows.iter()
             .map(|r| {
+                let (begin, end, path, path_is_relative) = versioned_path(r)?;
                 Ok(TableRow {
-                    id: r.get("table_id").map_err(sql_err)?,
-                    begin: r.get("begin_snapshot").map_err(sql_err)?,
-                    end: r.get("end_snapshot").map_err(sql_err)?,
-                    schema_id: r.get("schema_id").map_err(sql_err)?,
-                    name: r
-                        .get::<Option<String>>("table_name")
-                        .map_err(sql_err)?
-                        .unwrap_or_default(),
-                    path: r
-                        .get::<Option<String>>("path")
-                        .map_err(sql_err)?
-                        .unwrap_or_default(),
-                    path_is_relative: truthy(r.get("path_is_relative").map_err(sql_err)?),
+                    id: col(r, "table_id")?,
+                    schema_id: col(r, "schema_id")?,
+                    name: opt_str(r, "table_name")?,
+                    begin,
+                    end,
+                    path,
+                    path_is_relative,
                 })
             })
             .collect()
@@ -291,19 +306,14 @@ impl Catalog {
         let rows = self.query(&sql)?;
         rows.iter()
             .map(|r| {
+                let (begin, end, path, path_is_relative) = versioned_path(r)?;
                 Ok(SchemaRow {
-                    id: r.get("schema_id").map_err(sql_err)?,
-                    begin: r.get("begin_snapshot").map_err(sql_err)?,
-                    end: r.get("end_snapshot").map_err(sql_err)?,
-                    name: r
-                        .get::<Option<String>>("schema_name")
-                        .map_err(sql_err)?
-                        .unwrap_or_default(),
-                    path: r
-                        .get::<Option<String>>("path")
-                        .map_err(sql_err)?
-                        .unwrap_or_default(),
-                    path_is_relative: truthy(r.get("path_is_relative").map_err(sql_err)?),
+                    id: col(r, "schema_id")?,
+                    name: opt_str(r, "schema_name")?,
+                    begin,
+                    end,
+                    path,
+                    path_is_relative,
                 })
             })
             .collect()
@@ -312,7 +322,8 @@ impl Catalog {
     /// Row counts of the tables `ids` between snapshots `lo < hi`: rows
     /// added in `(lo, hi]` (not counting files that `compacted` snapshots
     /// rewrote) and rows live at each end, from data files less their
-    /// delete files, plus inlined rows.
+    /// delete files, plus inlined rows; exact unless a file live at an end
+    /// spans it ([`Split`]).
     pub fn counts(
         &self,
         ids: &BTreeSet<i64>,
@@ -345,10 +356,10 @@ impl Catalog {
             self.t("ducklake_data_file")
         );
         for r in self.query(&files)?.iter() {
-            let c = out.entry(r.get("table_id").map_err(sql_err)?).or_default();
-            c.added += opt(r.get("added").map_err(sql_err)?);
-            c.at_lo += opt(r.get("at_lo").map_err(sql_err)?);
-            c.at_hi += opt(r.get("at_hi").map_err(sql_err)?);
+            let c = out.entry(col(r, "table_id")?).or_default();
+            c.added += opt(col(r, "added")?);
+            c.at_lo += opt(col(r, "at_lo")?);
+            c.at_hi += opt(col(r, "at_hi")?);
         }
         let deletes = format!(
             "SELECT table_id, \
@@ -360,9 +371,37 @@ impl Catalog {
             self.t("ducklake_delete_file")
         );
         for r in self.query(&deletes)?.iter() {
-            let c = out.entry(r.get("table_id").map_err(sql_err)?).or_default();
-            c.at_lo -= opt(r.get("at_lo").map_err(sql_err)?);
-            c.at_hi -= opt(r.get("at_hi").map_err(sql_err)?);
+            let c = out.entry(col(r, "table_id")?).or_default();
+            c.at_lo -= opt(col(r, "at_lo")?);
+            c.at_hi -= opt(col(r, "at_hi")?);
+        }
+        // Files live at an end whose rows reach past it (`partial_max`).
+        for (deletes, table) in [
+            (false, "ducklake_data_file"),
+            (true, "ducklake_delete_file"),
+        ] {
+            let sql = format!(
+                "SELECT table_id, begin_snapshot, partial_max FROM {} \
+                 WHERE table_id IN ({list}) AND (({} AND partial_max > {lo}) \
+                 OR ({} AND partial_max > {hi})) ORDER BY table_id, begin_snapshot",
+                self.t(table),
+                alive(lo),
+                alive(hi)
+            );
+            for r in self.query(&sql)?.iter() {
+                let (begin, max): (i64, i64) = (col(r, "begin_snapshot")?, col(r, "partial_max")?);
+                let c = out.entry(col(r, "table_id")?).or_default();
+                if c.split.is_none_or(|s| s.deletes && !deletes) {
+                    // The end it spans: `lo` when it is live there.
+                    let at = if begin <= lo { lo } else { hi };
+                    c.split = Some(Split {
+                        deletes,
+                        begin,
+                        max,
+                        at,
+                    });
+                }
+            }
         }
         let inlined = format!(
             "SELECT table_id, table_name FROM {} WHERE table_id IN ({list})",
@@ -371,12 +410,7 @@ impl Catalog {
         let tables: Vec<(i64, String)> = self
             .query(&inlined)?
             .iter()
-            .map(|r| {
-                Ok((
-                    r.get("table_id").map_err(sql_err)?,
-                    r.get("table_name").map_err(sql_err)?,
-                ))
-            })
+            .map(|r| Ok((col(r, "table_id")?, col(r, "table_name")?)))
             .collect::<Result<_>>()?;
         for (id, name) in tables {
             // The name comes from the catalog: only DuckLake's own pattern
@@ -397,9 +431,9 @@ impl Catalog {
             );
             for r in self.query(&sql)?.iter() {
                 let c = out.entry(id).or_default();
-                c.added += opt(r.get("added").map_err(sql_err)?);
-                c.at_lo += opt(r.get("at_lo").map_err(sql_err)?);
-                c.at_hi += opt(r.get("at_hi").map_err(sql_err)?);
+                c.added += opt(col(r, "added")?);
+                c.at_lo += opt(col(r, "at_lo")?);
+                c.at_hi += opt(col(r, "at_hi")?);
             }
         }
         Ok(out)
@@ -420,15 +454,34 @@ impl Catalog {
         rows.iter()
             .map(|r| {
                 Ok((
-                    r.get("table_id").map_err(sql_err)?,
-                    r.get::<Option<String>>("path")
-                        .map_err(sql_err)?
-                        .unwrap_or_default(),
-                    truthy(r.get("path_is_relative").map_err(sql_err)?),
+                    col(r, "table_id")?,
+                    opt_str(r, "path")?,
+                    truthy(col(r, "path_is_relative")?),
                 ))
             })
             .collect()
     }
+}
+
+/// A column of a catalog row.
+fn col<T: FromValue>(r: Row<'_>, column: &str) -> Result<T> {
+    r.get(column).map_err(sql_err)
+}
+
+/// A text column that may be NULL, NULL read as empty.
+fn opt_str(r: Row<'_>, column: &str) -> Result<String> {
+    Ok(col::<Option<String>>(r, column)?.unwrap_or_default())
+}
+
+/// What `ducklake_table` and `ducklake_schema` rows share: the snapshot
+/// range `[begin, end)` they are live in, and their path.
+fn versioned_path(r: Row<'_>) -> Result<(i64, Option<i64>, String, bool)> {
+    Ok((
+        col(r, "begin_snapshot")?,
+        col(r, "end_snapshot")?,
+        opt_str(r, "path")?,
+        truthy(col(r, "path_is_relative")?),
+    ))
 }
 
 fn opt(v: Option<i64>) -> i64 {

@@ -754,6 +754,7 @@ fn diff_tables(cat: &Catalog, lo: i64, hi: i64, forward: bool, out: &mut ObjectD
         schemas: cat.schemas()?,
     };
     let mut tables: BTreeMap<i64, TableChange> = BTreeMap::new();
+    let mut notes: Vec<String> = Vec::new();
     let mut unknown_created = 0i64;
     for e in entries.iter().rev() {
         let at = e.snapshot.id;
@@ -812,8 +813,20 @@ fn diff_tables(cat: &Catalog, lo: i64, hi: i64, forward: bool, out: &mut ObjectD
             parts.push("altered".into());
         }
         if let Some(c) = counts.get(id) {
-            let inserted = c.added;
-            let deleted = (c.added - (c.at_hi - c.at_lo)).max(0);
+            let inserted = c.added.to_string();
+            let deleted = match c.split {
+                // Rows deleted = rows live at lo + rows added - rows live at
+                // hi, each exact while no file spans an end.
+                None => (c.added - (c.at_hi - c.at_lo)).max(0).to_string(),
+                Some(split) => {
+                    notes.push(split_note(&name, &split));
+                    "?".to_owned()
+                }
+            };
+            let inserted = match c.split {
+                Some(split) if !split.deletes => "?".to_owned(),
+                _ => inserted,
+            };
             let (plus, minus) = if forward {
                 (inserted, deleted)
             } else {
@@ -841,7 +854,7 @@ fn diff_tables(cat: &Catalog, lo: i64, hi: i64, forward: bool, out: &mut ObjectD
     }
     let expected = usize::try_from(hi - lo).unwrap_or(usize::MAX);
     if entries.len() < expected {
-        out.note(format!(
+        notes.push(format!(
             "{} of the snapshots between {lo} and {hi} were expired \
              (ducklake_expire_snapshots): what they changed is not known{}",
             expected - entries.len(),
@@ -852,7 +865,32 @@ fn diff_tables(cat: &Catalog, lo: i64, hi: i64, forward: bool, out: &mut ObjectD
             }
         ));
     }
+    if !notes.is_empty() {
+        out.note(notes.join("; "));
+    }
     Ok(())
+}
+
+/// Why a table's row counts are not given: what the catalog cannot tell
+/// (see [`catalog::Split`]).
+fn split_note(table: &str, split: &catalog::Split) -> String {
+    let catalog::Split {
+        deletes,
+        begin,
+        max,
+        at,
+    } = *split;
+    let (file, total) = if deletes {
+        ("delete file", "delete_count")
+    } else {
+        ("data file", "record_count")
+    };
+    format!(
+        "{table}: a {file} live at snapshot {at} holds the rows of snapshots {begin} to {max} \
+         together; the catalog records only their total ({total}), and how many belong to \
+         snapshot {at} or before is in the file's own rows (_ducklake_internal_snapshot_id), \
+         so the row counts marked ? are not known from the catalog"
+    )
 }
 
 /// The committed `[backends.ducklake]` may set nothing: the catalog is each

@@ -281,10 +281,7 @@ fn branch_head(meta: &Metadata, name: &str) -> Result<i64> {
 }
 
 fn base_head(meta: &Metadata, loc: &Locator) -> Result<i64> {
-    match &loc.at {
-        Some(at) => resolve_rev(meta, at),
-        None => branch_head(meta, &loc.branch),
-    }
+    kit::base_head(meta, loc.at.as_deref(), &loc.branch)
 }
 
 /// The tags by name, for [`kit::live_generation`].
@@ -298,25 +295,33 @@ fn tags(meta: &Metadata) -> BTreeMap<String, i64> {
 }
 
 fn live_pin_tag(meta: &Metadata, pin: &PinRef) -> Option<(String, i64)> {
-    let tags = tags(meta);
-    let tag = kit::live_generation(pin, tags.keys().map(String::as_str))?;
-    Some((tag.to_owned(), tags[tag]))
+    kit::live_tag(&tags(meta), pin)
+}
+
+/// A table's snapshots as [`kit::resolve_target`] finds them.
+impl kit::Heads for Metadata {
+    type Head = i64;
+
+    fn rev(&self, rev: &str) -> Result<i64> {
+        resolve_rev(self, rev)
+    }
+
+    fn branch(&self, name: &str) -> Result<i64> {
+        branch_head(self, name)
+    }
+
+    fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, i64)>> {
+        Ok(live_pin_tag(self, pin))
+    }
+
+    fn recorded(&self, state: &Value) -> Result<i64> {
+        snapshot_id(state)
+    }
 }
 
 /// The snapshot a target names.
 fn resolve(meta: &Metadata, loc: &Locator, target: &Target) -> Result<i64> {
-    let id = match target {
-        Target::Base => base_head(meta, loc)?,
-        Target::WorkingRef(name) => branch_head(meta, name)?,
-        Target::Pinned(pin) => {
-            live_pin_tag(meta, pin)
-                .ok_or_else(|| {
-                    Error::not_found(format!("pin {} has no tag ({} is gone)", pin.id, pin.ref_))
-                })?
-                .1
-        }
-        Target::Recorded(state) => snapshot_id(state)?,
-    };
+    let id = kit::resolve_target(meta, loc.at.as_deref(), &loc.branch, target)?;
     if id != NO_SNAPSHOT && !meta.has_snapshot(id) {
         return Err(Error::not_found(format!(
             "snapshot {id} is not in the table's metadata (expired?)"

@@ -151,8 +151,7 @@ fn open(loc: &Locator) -> Result<Store> {
 /// The tag a pin resolves through: the one it was given if it still
 /// exists, else the live generation of its id.
 fn live_pin_tag(repo: &Repo, pin: &PinRef) -> Option<(String, Id12)> {
-    let tag = kit::live_generation(pin, repo.tags.keys().map(String::as_str))?;
-    Some((tag.to_owned(), repo.tags[tag]))
+    kit::live_tag(&repo.tags, pin)
 }
 
 /// A revision as the locator's `at` and `history --at` accept it: a
@@ -178,26 +177,33 @@ fn branch_head(repo: &Repo, name: &str) -> Result<Id12> {
 
 /// The base head: the locator's `at` when set, else its branch.
 fn base_head(repo: &Repo, loc: &Locator) -> Result<Id12> {
-    match &loc.at {
-        Some(at) => resolve_rev(repo, at),
-        None => branch_head(repo, &loc.branch),
+    kit::base_head(repo, loc.at.as_deref(), &loc.branch)
+}
+
+/// A repository's snapshots as [`kit::resolve_target`] finds them.
+impl kit::Heads for Repo {
+    type Head = Id12;
+
+    fn rev(&self, rev: &str) -> Result<Id12> {
+        resolve_rev(self, rev)
+    }
+
+    fn branch(&self, name: &str) -> Result<Id12> {
+        branch_head(self, name)
+    }
+
+    fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, Id12)>> {
+        Ok(live_pin_tag(self, pin))
+    }
+
+    fn recorded(&self, state: &Value) -> Result<Id12> {
+        snapshot_id(state)
     }
 }
 
 /// The snapshot a target names.
 fn resolve(repo: &Repo, loc: &Locator, target: &Target) -> Result<Id12> {
-    let id = match target {
-        Target::Base => base_head(repo, loc)?,
-        Target::WorkingRef(name) => branch_head(repo, name)?,
-        Target::Pinned(pin) => {
-            live_pin_tag(repo, pin)
-                .ok_or_else(|| {
-                    Error::not_found(format!("pin {} has no tag ({} is gone)", pin.id, pin.ref_))
-                })?
-                .1
-        }
-        Target::Recorded(state) => snapshot_id(state)?,
-    };
+    let id = kit::resolve_target(repo, loc.at.as_deref(), &loc.branch, target)?;
     if !repo.snapshots.contains_key(&id) {
         return Err(Error::not_found(format!(
             "snapshot {id} is not in this Icechunk repository (expired?)"

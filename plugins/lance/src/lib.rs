@@ -279,22 +279,14 @@ fn resolve_rev(t: &Table, branch: &str, rev: &str) -> Result<(Point, Option<Stri
 
 /// The base point: the locator's `at`, else the newest version of its branch.
 fn base_point(t: &Table, loc: &Locator) -> Result<(Point, Option<String>)> {
-    match &loc.at {
-        Some(at) => resolve_rev(t, &loc.branch, at),
-        None => {
-            if loc.branch != "main" {
-                branch_ref(t, &loc.branch)?;
-            }
-            let v = t.latest(&loc.branch)?;
-            Ok((
-                Point {
-                    branch: loc.branch.clone(),
-                    version: v.version,
-                },
-                None,
-            ))
-        }
-    }
+    kit::base_head(
+        &Heads {
+            t,
+            branch: &loc.branch,
+        },
+        loc.at.as_deref(),
+        &loc.branch,
+    )
 }
 
 /// The newest version of branch `name` (which must exist).
@@ -310,24 +302,44 @@ fn branch_head(t: &Table, name: &str) -> Result<Point> {
 
 /// The tag a pin resolves through: its own ref, else the live generation.
 fn live_pin_tag(tags: &BTreeMap<String, Tag>, pin: &PinRef) -> Option<(String, Point)> {
-    let name = kit::live_generation(pin, tags.keys().map(String::as_str))?;
-    Some((name.to_owned(), Point::of_tag(&tags[name])))
+    kit::live_tag(tags, pin).map(|(name, tag)| (name, Point::of_tag(&tag)))
+}
+
+/// A table's versions as [`kit::resolve_target`] finds them, for a locator
+/// on `branch` (a bare version number is one of its versions). A head is
+/// the point with the tag that names it, if any.
+struct Heads<'a> {
+    t: &'a Table,
+    branch: &'a str,
+}
+
+impl kit::Heads for Heads<'_> {
+    type Head = (Point, Option<String>);
+
+    fn rev(&self, rev: &str) -> Result<Self::Head> {
+        resolve_rev(self.t, self.branch, rev)
+    }
+
+    fn branch(&self, name: &str) -> Result<Self::Head> {
+        Ok((branch_head(self.t, name)?, None))
+    }
+
+    fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, Self::Head)>> {
+        Ok(live_pin_tag(&self.t.tags()?, pin).map(|(tag, p)| (tag.clone(), (p, Some(tag)))))
+    }
+
+    fn recorded(&self, state: &Value) -> Result<Self::Head> {
+        Ok((resolve_state(self.t, state)?.0, None))
+    }
 }
 
 /// The point a target names, with the tag that names it, if any.
 fn resolve_target(t: &Table, loc: &Locator, target: &Target) -> Result<(Point, Option<String>)> {
-    match target {
-        Target::Base => base_point(t, loc),
-        Target::WorkingRef(name) => Ok((branch_head(t, name)?, None)),
-        Target::Pinned(pin) => {
-            let tags = t.tags()?;
-            let (tag, p) = live_pin_tag(&tags, pin).ok_or_else(|| {
-                Error::not_found(format!("pin {} has no tag ({} is gone)", pin.id, pin.ref_))
-            })?;
-            Ok((p, Some(tag)))
-        }
-        Target::Recorded(state) => Ok((resolve_state(t, state)?.0, None)),
-    }
+    let heads = Heads {
+        t,
+        branch: &loc.branch,
+    };
+    kit::resolve_target(&heads, loc.at.as_deref(), &loc.branch, target)
 }
 
 /// The manifest of a point, or not found.

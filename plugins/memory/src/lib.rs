@@ -241,6 +241,27 @@ impl CasRef for Branch<'_> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MemoryBackend;
 
+/// A store's snapshots as [`kit::resolve_target`] finds them.
+impl kit::Heads for Store {
+    type Head = String;
+
+    fn rev(&self, rev: &str) -> Result<String> {
+        self.resolve_rev(rev)
+    }
+
+    fn branch(&self, name: &str) -> Result<String> {
+        self.head(RefKind::Branch, name)
+    }
+
+    fn live_pin(&self, pin: &PinRef) -> Result<Option<(String, String)>> {
+        live_pin(self, pin)
+    }
+
+    fn recorded(&self, state: &Value) -> Result<String> {
+        snapshot_id(state)
+    }
+}
+
 impl MemoryBackend {
     /// `verify`'s answer for `state` given the pin's live tag.
     fn report(
@@ -261,28 +282,19 @@ impl MemoryBackend {
 
     /// The base head: the locator's `at` when set, else its branch.
     fn base_head(store: &Store, loc: &Locator) -> Result<String> {
-        match &loc.at {
-            Some(at) => store.resolve_rev(at),
-            None => store.head(RefKind::Branch, &loc.branch),
-        }
+        kit::base_head(store, loc.at.as_deref(), &loc.branch)
     }
 
     /// The snapshot a target names; a backend error when it is unreachable.
     fn resolve(store: &Store, loc: &Locator, target: &Target) -> Result<String> {
-        let id = match target {
-            Target::Base => Self::base_head(store, loc)?,
-            Target::WorkingRef(name) => store.head(RefKind::Branch, name)?,
-            Target::Pinned(pin) => Self::pinned(store, pin)?.1,
-            Target::Recorded(state) => snapshot_id(state)?,
-        };
+        let id = kit::resolve_target(store, loc.at.as_deref(), &loc.branch, target)?;
         store.require_snapshot(&id)?;
         Ok(id)
     }
 
     /// A pin's live generation and its snapshot, or not-found naming the pin.
     fn pinned(store: &Store, pin: &PinRef) -> Result<(String, String)> {
-        live_pin(store, pin)?
-            .ok_or_else(|| Error::not_found(format!("tag {} (pin {}) is gone", pin.ref_, pin.id)))
+        live_pin(store, pin)?.ok_or_else(|| kit::pin_gone(pin))
     }
 
     /// Move branch `name` to what `next` computes from its current head
