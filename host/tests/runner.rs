@@ -7,6 +7,7 @@ mod support;
 
 mod abi;
 mod bad_input;
+mod behind;
 mod bounds;
 mod branching;
 mod cli_conventions;
