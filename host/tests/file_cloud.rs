@@ -361,7 +361,11 @@ fn azure_objects_and_prefixes_on_azurite() {
 }
 
 /// A tether command with `env` set and the caller's AWS keys removed.
-fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::process::Output {
+pub(crate) fn tether_env(
+    d: &Dataset,
+    env: &[(&str, String)],
+    args: &[&str],
+) -> std::process::Output {
     let mut c = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
     for v in [
         "AWS_ACCESS_KEY_ID",
@@ -374,6 +378,10 @@ fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::proces
         "AWS_SHARED_CREDENTIALS_FILE",
         "AWS_ENDPOINT_URL",
         "AWS_ENDPOINT_URL_STS",
+        "AWS_ENDPOINT_URL_SSO",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
     ] {
         c.env_remove(v);
     }
@@ -385,7 +393,7 @@ fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::proces
 
 /// The server's secrets entry without its literal keys: endpoint and
 /// path style only, so the credentials must come from elsewhere.
-fn keyless_secrets(server: &S3Server, extra: &str) -> String {
+pub(crate) fn keyless_secrets(server: &S3Server, extra: &str) -> String {
     format!(
         "[uris.\"s3://{}/\"]\nregion = \"{S3_REGION}\"\nendpoint_url = \"{}\"\n\
          allow_http = true\nforce_path_style = true\n{extra}",

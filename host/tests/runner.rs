@@ -6,6 +6,7 @@
 mod support;
 
 mod abi;
+mod aws_credentials;
 mod bad_input;
 mod behind;
 mod bounds;
