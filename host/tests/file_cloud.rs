@@ -266,7 +266,9 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
 
     let g2 = gcs.upload("tether-gcs", "raw/a.txt", b"second");
     assert_ne!(g1, g2);
-    ok(&d, &["commit", "-m", "second"]);
+    // A new generation on the trunk: behind its pin, which `pull` records.
+    assert!(ok(&d, &["status", "--snapshot"]).contains("behind a [file/addressable]"));
+    ok(&d, &["pull", "-m", "second"]);
     assert_eq!(
         d.manifest("a")["state"]["version_id"].as_str(),
         Some(g2.as_str())
@@ -290,7 +292,7 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
     ok(&d, &["commit", "-m", "plain", "p"]);
     let recorded = d.rev("HEAD");
     gcs.upload("tether-gcs-plain", "raw/a.txt", b"replaced");
-    ok(&d, &["commit", "-m", "plain again", "p"]);
+    ok(&d, &["pull", "--key", "p", "-m", "plain again"]);
     let err = fails(&d, &["open", "p", "-r", &recorded]);
     assert!(err.contains(plain) && err.contains("no version"), "{err}");
 }
