@@ -30,7 +30,11 @@ os._exit(0)
         .arg(mode)
         .output()
         .expect("run python");
-    assert!(out.status.success(), "deltalake failed:\n{}", describe(&out));
+    assert!(
+        out.status.success(),
+        "deltalake failed:\n{}",
+        describe(&out)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .last()

@@ -230,7 +230,11 @@ fn verify_checks_the_pin_in_the_remote() {
     // The remote's tag moved to another commit: drifted.
     std::fs::write(code.join("main.py"), "x = 3\n").unwrap();
     git_ok(&d, &code, &["commit", "-q", "-am", "x = 3"]);
-    git_ok(&d, &code, &["push", "-q", "origin", "HEAD:refs/heads/other"]);
+    git_ok(
+        &d,
+        &code,
+        &["push", "-q", "origin", "HEAD:refs/heads/other"],
+    );
     git_ok(&d, &remote, &["tag", "-f", &tag, "other"]);
     let reports = d.json(&["verify"], 1);
     assert_eq!(reports["code"]["status"], "drifted", "{reports}");
@@ -254,7 +258,12 @@ impl Drop for Sshd {
 const SSHD: &str = "/usr/sbin/sshd";
 
 fn keygen(d: &Dataset, path: &Path) {
-    git_like(d, "ssh-keygen", &["-q", "-t", "ed25519", "-N", "", "-f"], path);
+    git_like(
+        d,
+        "ssh-keygen",
+        &["-q", "-t", "ed25519", "-N", "", "-f"],
+        path,
+    );
 }
 
 fn git_like(d: &Dataset, program: &str, args: &[&str], path: &Path) {
@@ -341,7 +350,11 @@ fn use_ssh_key(d: &Dataset, dir: &Path, key: &Path) {
         key.display(),
         dir.join("known_hosts").display()
     );
-    git_ok(d, d.tmp(), &["config", "--global", "core.sshCommand", &command]);
+    git_ok(
+        d,
+        d.tmp(),
+        &["config", "--global", "core.sshCommand", &command],
+    );
 }
 
 /// Pins pushed to an ssh remote (a real sshd on loopback, the user's key
@@ -370,11 +383,7 @@ fn pins_are_pushed_to_an_ssh_remote_and_released_there() {
     git_ok(&d, &code, &["add", "-A"]);
     git_ok(&d, &code, &["commit", "-q", "-m", "analysis"]);
     let user = git_like_out(&d, "id", &["-un"]);
-    let url = format!(
-        "ssh://{user}@127.0.0.1:{}{}",
-        sshd.port,
-        remote.display()
-    );
+    let url = format!("ssh://{user}@127.0.0.1:{}{}", sshd.port, remote.display());
     git_ok(&d, &code, &["remote", "add", "origin", &url]);
 
     d.ok(&[
@@ -396,11 +405,15 @@ fn pins_are_pushed_to_an_ssh_remote_and_released_there() {
     let out = d.fails(&["commit", "-m", "x = 2"], 1);
     let err = stderr(&out);
     assert!(
-        err.contains("was not pushed to remote origin") && err.contains("the local tag was removed"),
+        err.contains("was not pushed to remote origin")
+            && err.contains("the local tag was removed"),
         "{}",
         describe(&out)
     );
-    assert!(err.contains("ssh-agent"), "says how to give credentials: {err}");
+    assert!(
+        err.contains("ssh-agent"),
+        "says how to give credentials: {err}"
+    );
     assert_eq!(pin_tags(&d, &code), [first.as_str()], "no local tag left");
     assert_eq!(pin_tags(&d, &remote), [first.as_str()], "nothing pushed");
     assert_eq!(d.manifest("code"), manifest);

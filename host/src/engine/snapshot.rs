@@ -192,7 +192,9 @@ pub fn branchless_on_trunk(
 ) -> bool {
     ws.bookmark.as_deref() == Some(repo.config.trunk.as_str())
         && m.is_committed()
-        && !Repo::capabilities(descriptor, m).iter().any(|c| c == "FORK")
+        && !Repo::capabilities(descriptor, m)
+            .iter()
+            .any(|c| c == "FORK")
 }
 
 /// Store fingerprints taken at `ws`'s position in the snapshot cache, as

@@ -33,8 +33,8 @@ use super::sql::{SqlAccess, SqlGrants, dotted_get, dotted_set};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
-    Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus, json_in,
-    json_out,
+    Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
+    json_in, json_out,
 };
 
 /// One call, with its arguments in wire form.
