@@ -253,13 +253,24 @@ fn with_args(mut p: Prepared, args: &[&str]) -> Prepared {
     p
 }
 
-/// Both stores moved on `main` and a file changed in `raw`; `commit` pins
-/// both stores and writes `raw`'s listing.
+/// Both stores moved on `main` and a new directory `more` was added;
+/// `commit` pins both stores and writes `more`'s listing. (A change in
+/// `raw`, a system without branches, is `pull`'s to take: spec/06.)
 fn commit_setup(vcs: Vcs) -> Prepared {
     let p = adopted(vcs);
     store(&p, 0).write(json!({"labels": "1"}), "img v2");
     store(&p, 1).write(json!({"rows": 2}), "tab v2");
-    std::fs::write(p.d.data().join("raw/a.tif"), [2u8; 64]).unwrap();
+    std::fs::create_dir_all(p.d.data().join("more")).unwrap();
+    std::fs::write(p.d.data().join("more/b.tif"), [2u8; 64]).unwrap();
+    p.d.ok(&[
+        "add",
+        "more",
+        "--kind",
+        "file",
+        "--file",
+        "versioned",
+        "../data/more",
+    ]);
     with_args(p, &["commit", "-m", "next"])
 }
 
@@ -308,12 +319,12 @@ fn promote_setup(vcs: Vcs) -> Prepared {
     with_args(p, &["promote"])
 }
 
-/// A listing no manifest names: `raw` changed and committed, the commit
-/// undone, and its manifest checked out again (git), so the listing the
-/// commit wrote stays behind in the working tree.
+/// A listing no manifest names: `raw` changed and pulled, the pull undone,
+/// and its manifest checked out again (git), so the listing the pull wrote
+/// stays behind in the working tree.
 fn orphan_listing(p: &Prepared) {
     std::fs::write(p.d.data().join("raw/a.tif"), [3u8; 64]).unwrap();
-    p.d.ok(&["commit", "-m", "raw v2"]);
+    p.d.ok(&["pull", "-m", "raw v2"]);
     p.d.ok(&["undo"]);
     p.d.git(&["checkout", "HEAD", "--", ".tether/objects"]);
 }

@@ -248,10 +248,10 @@ out(None)
     assert!(
         lines(&status)
             .iter()
-            .any(|l| l.starts_with("modified tbl [delta/addressable]")),
-        "status sees Python's commits:\n{status}"
+            .any(|l| l.starts_with("behind tbl [delta/addressable]")),
+        "status sees Python's commits (on the trunk, behind the pin):\n{status}"
     );
-    d.ok(&["commit", "-m", "second"]);
+    d.ok(&["pull", "-m", "second"]);
     let second = d.rev("HEAD");
     assert_eq!(recorded(&d, "tbl"), (3, id.clone()));
     let second_rows = rows_at(&uri, 3);
@@ -262,7 +262,7 @@ out(None)
 out(None)"#,
         &[&uri],
     );
-    d.ok(&["commit", "-m", "third"]);
+    d.ok(&["pull", "-m", "third"]);
     assert_eq!(recorded(&d, "tbl"), (4, id.clone()));
 
     // Python opens what each commit recorded, and reads what it read then.
@@ -418,8 +418,8 @@ out(sorted(os.listdir(log)))
     // The metaData action is only in the checkpoint now.
     let (id, _) = python_head(&uri);
     let status = d.ok(&["status", "--snapshot"]);
-    assert!(status.contains("modified tbl"), "{status}");
-    d.ok(&["commit", "-m", "v4"]);
+    assert!(status.contains("behind tbl"), "{status}");
+    d.ok(&["pull", "-m", "v4"]);
     let v4 = d.rev("HEAD");
     assert_eq!(recorded(&d, "tbl"), (4, id.clone()));
     assert_eq!(
@@ -436,7 +436,7 @@ out(sorted(os.listdir(log)))
 out(None)"#,
         &[&uri],
     );
-    d.ok(&["commit", "-m", "v5"]);
+    d.ok(&["pull", "-m", "v5"]);
     let (entries, _) = content_diff(&d, &v4, "HEAD", "tbl");
     assert_eq!(
         entries,
@@ -527,7 +527,7 @@ out({"gone": sorted(os.path.basename(f) for f in gone), "readable": readable})
         vacuumed["readable"], false,
         "Python cannot read version 1 now"
     );
-    d.ok(&["commit", "-m", "after vacuum"]);
+    d.ok(&["pull", "-m", "after vacuum"]);
 
     let (code, reports) = verify_reports(&d, &["-r", &v1], "tbl");
     assert_eq!(code, Some(1));
@@ -609,8 +609,8 @@ out(None)"#,
     );
     // Recording the new table is a change of state.
     let status = d.ok(&["status", "--snapshot"]);
-    assert!(status.contains("modified tbl"), "{status}");
-    d.ok(&["commit", "-m", "new table"]);
+    assert!(status.contains("behind tbl"), "{status}");
+    d.ok(&["pull", "-m", "new table"]);
     assert_eq!(recorded(&d, "tbl"), (2, new_id));
     let (entries, detail) = content_diff(&d, "HEAD~1", "HEAD", "tbl");
     assert_eq!(entries[0].0, "table", "{detail}");
@@ -856,7 +856,7 @@ out(sorted(f.rsplit("/", 1)[-1] for f in table(ARGS[0]).vacuum(retention_hours=0
 "#,
     );
     assert_eq!(gone.as_array().unwrap().len(), 2, "{gone}");
-    ok(&["commit", "-m", "v2"]);
+    ok(&["pull", "-m", "v2"]);
     let (entries, _) = content_diff(&d, &v1, "HEAD", "tbl");
     assert_eq!(
         entries.len(),

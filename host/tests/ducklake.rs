@@ -262,6 +262,10 @@ out(head(con))
     seen.ok(d, &["commit", "--from-plan", plan.to_str().unwrap()]);
     let plan_text = std::fs::read_to_string(&plan).unwrap();
     seen.0.push(plan_text);
+    // A catalog has no branches: on the trunk the commit leaves it at its
+    // pin, behind, and `pull` records where it moved (spec/06, "Positions").
+    assert!(seen.ok(d, &["status"]).contains("behind lake"));
+    seen.ok(d, &["pull", "-m", "second"]);
     assert!(
         d.manifest("lake")
             .to_string()

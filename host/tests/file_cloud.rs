@@ -21,7 +21,7 @@ use tether_testkit::{
 /// boto3 operations on `server`'s bucket (or another): `["versioning",
 /// BUCKET]`, `["bucket", BUCKET]`, `["put", BUCKET, KEY, TEXT]`, `["get",
 /// BUCKET, KEY, VERSION]` (prints the body).
-fn s3(server: &S3Server, ops: &[&[&str]]) -> String {
+pub(crate) fn s3(server: &S3Server, ops: &[&[&str]]) -> String {
     let script = r#"
 import sys, json, boto3
 endpoint, key_id, secret, region, ops = sys.argv[1:6]
@@ -122,14 +122,15 @@ fn s3_versioned_object_is_addressable_by_its_version_id() {
     assert_eq!(m["recoverable"].as_bool(), Some(true), "{m:?}");
     let first = d.rev("HEAD");
 
-    // A new version is a change (not immutable drift), and commit records it.
+    // A new version is not immutable drift: on the trunk the object is
+    // behind its pin (it has no branches), and `pull` records it.
     s3(
         &server,
         &[&["put", bucket, "raw/plate1.csv", "second, longer"]],
     );
     let status = ok(&d, &["status", "--snapshot"]);
-    assert!(status.contains("plate"), "{status}");
-    ok(&d, &["commit", "-m", "second"]);
+    assert!(status.contains("behind plate"), "{status}");
+    ok(&d, &["pull"]);
     let v2 = d.manifest("plate")["state"]["version_id"]
         .as_str()
         .unwrap()
@@ -265,7 +266,9 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
 
     let g2 = gcs.upload("tether-gcs", "raw/a.txt", b"second");
     assert_ne!(g1, g2);
-    ok(&d, &["commit", "-m", "second"]);
+    // A new generation on the trunk: behind its pin, which `pull` records.
+    assert!(ok(&d, &["status", "--snapshot"]).contains("behind a [file/addressable]"));
+    ok(&d, &["pull", "-m", "second"]);
     assert_eq!(
         d.manifest("a")["state"]["version_id"].as_str(),
         Some(g2.as_str())
@@ -289,7 +292,7 @@ fn gcs_objects_and_generations_on_fake_gcs_server() {
     ok(&d, &["commit", "-m", "plain", "p"]);
     let recorded = d.rev("HEAD");
     gcs.upload("tether-gcs-plain", "raw/a.txt", b"replaced");
-    ok(&d, &["commit", "-m", "plain again", "p"]);
+    ok(&d, &["pull", "--key", "p", "-m", "plain again"]);
     let err = fails(&d, &["open", "p", "-r", &recorded]);
     assert!(err.contains(plain) && err.contains("no version"), "{err}");
 }
@@ -360,7 +363,11 @@ fn azure_objects_and_prefixes_on_azurite() {
 }
 
 /// A tether command with `env` set and the caller's AWS keys removed.
-fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::process::Output {
+pub(crate) fn tether_env(
+    d: &Dataset,
+    env: &[(&str, String)],
+    args: &[&str],
+) -> std::process::Output {
     let mut c = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
     for v in [
         "AWS_ACCESS_KEY_ID",
@@ -373,6 +380,10 @@ fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::proces
         "AWS_SHARED_CREDENTIALS_FILE",
         "AWS_ENDPOINT_URL",
         "AWS_ENDPOINT_URL_STS",
+        "AWS_ENDPOINT_URL_SSO",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
     ] {
         c.env_remove(v);
     }
@@ -384,7 +395,7 @@ fn tether_env(d: &Dataset, env: &[(&str, String)], args: &[&str]) -> std::proces
 
 /// The server's secrets entry without its literal keys: endpoint and
 /// path style only, so the credentials must come from elsewhere.
-fn keyless_secrets(server: &S3Server, extra: &str) -> String {
+pub(crate) fn keyless_secrets(server: &S3Server, extra: &str) -> String {
     format!(
         "[uris.\"s3://{}/\"]\nregion = \"{S3_REGION}\"\nendpoint_url = \"{}\"\n\
          allow_http = true\nforce_path_style = true\n{extra}",

@@ -6,7 +6,9 @@
 mod support;
 
 mod abi;
+mod aws_credentials;
 mod bad_input;
+mod behind;
 mod bounds;
 mod branching;
 mod cli_conventions;

@@ -91,13 +91,14 @@ fn describe(cmd: &Command) -> String {
 
 /// Install the wasm target (through rustup) if it is missing.
 /// Everything the tests need: the build's wasm target, git, the Python
-/// environment, jj, Azurite and PostgreSQL.
+/// environment, jj, Azurite, PostgreSQL and sshd.
 fn setup() -> Result<()> {
     setup_build()?;
     python::setup(&root())?;
     jj::setup(&root())?;
     azurite::setup(&root())?;
     postgres_setup()?;
+    sshd_setup()?;
     Ok(())
 }
 
@@ -136,6 +137,29 @@ fn postgres_setup() -> Result<()> {
         eprintln!("setup: PostgreSQL server programs found");
         return Ok(());
     }
+    apt_install("postgresql").context(
+        "cannot install PostgreSQL (the SQL tests start their own cluster): \
+         install Debian's `postgresql` package, then run `cargo xtask setup` again",
+    )
+}
+
+/// OpenSSH's server, for the tests that push git pins to an ssh remote
+/// (each runs its own `sshd` on a loopback port): Debian's
+/// `openssh-server` package where it is missing. The tests start it
+/// themselves; nothing is enabled as a service.
+fn sshd_setup() -> Result<()> {
+    if std::path::Path::new("/usr/sbin/sshd").is_file() {
+        eprintln!("setup: sshd found");
+        return Ok(());
+    }
+    apt_install("openssh-server").context(
+        "cannot install OpenSSH's server (the ssh git remote tests run their own sshd): \
+         install Debian's `openssh-server` package, then run `cargo xtask setup` again",
+    )
+}
+
+/// `apt-get install -y PACKAGE`, through sudo unless this is root.
+fn apt_install(package: &str) -> Result<()> {
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -152,12 +176,8 @@ fn postgres_setup() -> Result<()> {
         "-y",
         "-q",
         "--no-install-recommends",
-        "postgresql",
+        package,
     ]))
-    .context(
-        "cannot install PostgreSQL (the SQL tests start their own cluster): \
-         install Debian's `postgresql` package, then run `cargo xtask setup` again",
-    )
 }
 
 /// The test-only plugins' workspace and where they are built.

@@ -163,6 +163,16 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
         let m = &manifests[&k];
         let descriptor = plugins[&m.kind].descriptor();
         let state = states[&k].clone().expect("failures were refused above");
+        // A branch-less object sits at its pin on the trunk too: where its
+        // system moved is `pull`'s to take (spec/06, "Positions").
+        let behind = snapshot::branchless_on_trunk(repo, &ws, descriptor, m)
+            && m.state
+                .as_ref()
+                .is_some_and(|s| content(s, descriptor) != content(&state, descriptor));
+        let state = match (&m.state, behind) {
+            (Some(recorded), true) => recorded.clone(),
+            _ => state,
+        };
         let has = |c: &str| caps.iter().any(|x| x == c);
         let locator = Value::Object(m.locator.clone());
         let working_ref = Repo::working_ref(&ws, &k).unwrap_or_default();
@@ -177,7 +187,11 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
                 verb: UNCHANGED.into(),
                 ..base_action(&k, m, &state, &identity)
             }
-            .with_detail("unchanged")
+            .with_detail(if behind {
+                "behind: its system moved past the pin; `tether pull` takes it"
+            } else {
+                "unchanged"
+            })
             .with_param("listing", json!(has("DIFF")))
         } else {
             write_action(
@@ -191,7 +205,7 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
                 opts.strict,
             )?
         };
-        if action.verb != UNCHANGED {
+        if action.verb != UNCHANGED && !behind {
             // The object must still be where the plan saw it when the plan applies.
             p.require(Precondition::RefHead {
                 key: k.clone(),

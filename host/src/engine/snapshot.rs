@@ -228,6 +228,24 @@ pub fn upstream<'a>(
         .flatten()
 }
 
+/// Whether `m` sits at its pin on the trunk while its system moves on: a
+/// committed object whose system has no branches (no `FORK` under its
+/// policy: files, Delta, DuckLake). Its fingerprint there is the system's
+/// head, which `status` shows as `behind` when it moved, `commit` leaves and
+/// a trunk `pull` takes (spec/06, "Positions"; spec/09, `status`).
+pub fn branchless_on_trunk(
+    repo: &Repo,
+    ws: &WorkspaceState,
+    descriptor: &crate::plugin::Descriptor,
+    m: &Manifest,
+) -> bool {
+    ws.bookmark.as_deref() == Some(repo.config.trunk.as_str())
+        && m.is_committed()
+        && !Repo::capabilities(descriptor, m)
+            .iter()
+            .any(|c| c == "FORK")
+}
+
 /// Store fingerprints taken at `ws`'s position in the snapshot cache, as
 /// [`snapshot`] does.
 pub fn cache(repo: &Repo, ws: &mut WorkspaceState, states: &Fingerprints) -> Result<()> {

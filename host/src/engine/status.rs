@@ -185,13 +185,21 @@ pub async fn status(repo: &Repo, selectors: &[String], mode: SnapshotMode) -> Re
             continue;
         }
         let descriptor = descriptors.get(&m.kind);
-        objects.push(object_status(
+        let mut s = object_status(
             key,
             m,
             descriptor,
             snapshot::cached(&ws, key),
             snapshot::upstream(repo, &ws, key, m),
-        ));
+        );
+        // A branch-less object on the trunk stays at its pin: its system
+        // moving on is news for `pull`, not a change to commit.
+        if s.state == ObjectState::Modified
+            && descriptor.is_some_and(|d| snapshot::branchless_on_trunk(repo, &ws, d, m))
+        {
+            s.state = ObjectState::Behind;
+        }
+        objects.push(s);
     }
     if repo.config.verify_on_status {
         verify_marks(repo, &keys, &mut objects).await?;
@@ -261,6 +269,11 @@ pub fn tier(descriptor: &Descriptor, m: &Manifest) -> Tier {
         "Forkable" => Tier::Forkable,
         "Pinnable" => Tier::Pinnable,
         "Addressable" => Tier::Addressable,
+        // What the plugin can do only for some locators and policies (a
+        // remote `file --file versioned` object, by its version id; spec/11)
+        // shows in what the last commit recorded: a state it can read back
+        // is Addressable, whatever the kind's default tier.
+        _ if m.is_committed() && m.recoverable => Tier::Addressable,
         _ => Tier::Observed,
     }
 }

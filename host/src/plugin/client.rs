@@ -33,7 +33,8 @@ use super::sql::{SqlAccess, SqlGrants, dotted_get, dotted_set};
 use super::storage::{Grants, S3Resolution};
 use super::tree::{Tree, TreeGrants};
 use super::types::{
-    Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, json_in, json_out,
+    Expected, Handle, HistoryEntry, ObjectDiff, PinRef, Target, VerifyReport, VerifyStatus,
+    json_in, json_out,
 };
 
 /// One call, with its arguments in wire form.
@@ -744,9 +745,23 @@ impl ObjectClient {
             self.resident.as_deref(),
         )
         .await?;
-        Ok(replies
+        let reports: Vec<Result<VerifyReport, BackendError>> = replies
             .into_iter()
             .map(|r| r.and_then(|r| reply!(r, Verify).map(Into::into)))
+            .collect();
+        let Some(remote) = &self.pin_remote else {
+            return Ok(reports);
+        };
+        let tags = remote.tags().await;
+        Ok(reports
+            .into_iter()
+            .zip(items)
+            .map(|(report, (state, pin))| {
+                Ok(match pin {
+                    Some(pin) => on_remote(remote, &tags, state, pin, report?),
+                    None => report?,
+                })
+            })
             .collect())
     }
 
@@ -784,12 +799,19 @@ impl ObjectClient {
         pin: Option<&PinRef>,
         deep: bool,
     ) -> Result<VerifyReport, BackendError> {
-        reply!(
+        let report: VerifyReport = reply!(
             self.call(Call::Verify(json_in(state), pin.map(Into::into), deep))
                 .await?,
             Verify
         )
-        .map(Into::into)
+        .map(Into::into)?;
+        match (&self.pin_remote, pin, state.as_object()) {
+            (Some(remote), Some(pin), Some(state)) => {
+                let tags = remote.tags().await;
+                Ok(on_remote(remote, &tags, state, pin, report))
+            }
+            _ => Ok(report),
+        }
     }
 
     pub async fn fork(
@@ -1484,4 +1506,46 @@ async fn dispatch(
         }
     };
     Ok(reply)
+}
+
+/// A git pin on a network remote is a pin only while its tag is there too
+/// (spec/11, `git`, "Pin"): a report the local tag passed is checked
+/// against the remote's tags, as `ls-remote` listed them. Missing there is
+/// `missing` (`tether repair` pushes it again); at another commit,
+/// `drifted`; a remote that cannot be listed, `unknown`.
+fn on_remote(
+    remote: &PinRemote,
+    tags: &Result<std::collections::BTreeMap<String, String>, String>,
+    state: &Map<String, Value>,
+    pin: &PinRef,
+    local: VerifyReport,
+) -> VerifyReport {
+    if local.status != VerifyStatus::Ok {
+        return local;
+    }
+    let tag = &pin.ref_name;
+    let (status, message) = match tags {
+        Err(e) => (
+            VerifyStatus::Unknown,
+            format!("the local tag {tag} is there, but the remote cannot be checked: {e}"),
+        ),
+        Ok(tags) => match (tags.get(tag), state.get("sha").and_then(Value::as_str)) {
+            (None, _) => (
+                VerifyStatus::Missing,
+                format!(
+                    "{tag} is missing in {}: only the local tag is left (`tether repair` pushes                      it again)",
+                    remote.label()
+                ),
+            ),
+            (Some(there), Some(sha)) if there != sha => (
+                VerifyStatus::Drifted,
+                format!(
+                    "{tag} in {} names commit {there}, not the recorded {sha}",
+                    remote.label()
+                ),
+            ),
+            _ => return local,
+        },
+    };
+    VerifyReport { status, message }
 }

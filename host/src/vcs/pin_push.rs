@@ -18,6 +18,7 @@
 //! sandbox), and git never prompts: a push that needs credentials git cannot
 //! find fails and says how to give them.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -88,6 +89,84 @@ impl PinRemote {
         self.push(vec![format!(":refs/tags/{name}")], true).await
     }
 
+    /// The remote's tags, name (without `refs/tags/`) -> the commit each
+    /// names (an annotated tag peeled), read with the user's own `git
+    /// ls-remote`, as a push would reach the remote.
+    pub async fn tags(&self) -> Result<BTreeMap<String, String>, String> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.tags_blocking())
+            .await
+            .map_err(|e| format!("the listing did not finish: {e}"))?
+    }
+
+    fn tags_blocking(&self) -> Result<BTreeMap<String, String>, String> {
+        let out = self
+            .git()
+            .args(["ls-remote", "--tags"])
+            .arg(&self.target)
+            .output()
+            .map_err(|e| format!("cannot run git to list the tags of {}: {e}", self.label))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git ls-remote of {} failed: {}",
+                self.label,
+                self.said(&String::from_utf8_lossy(&out.stderr), "")
+            ));
+        }
+        let mut tags = BTreeMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some((sha, name)) = line.split_once('\t') else {
+                continue;
+            };
+            let Some(name) = name.strip_prefix("refs/tags/") else {
+                continue;
+            };
+            match name.strip_suffix("^{}") {
+                // An annotated tag's peeled line (after its own) names the commit.
+                Some(tag) => {
+                    tags.insert(tag.to_string(), sha.to_string());
+                }
+                None => {
+                    tags.entry(name.to_string())
+                        .or_insert_with(|| sha.to_string());
+                }
+            }
+        }
+        Ok(tags)
+    }
+
+    /// `git` in the repository, never prompting and running no hook.
+    fn git(&self) -> Command {
+        let mut c = Command::new("git");
+        c.arg("-C")
+            .arg(&self.repo)
+            .args(["-c", "core.hooksPath=/dev/null"])
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "")
+            .env("SSH_ASKPASS", "")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// What git said, on one line, escaped, and with a secrets.toml URL
+    /// (which may carry a token) replaced.
+    fn said(&self, stderr: &str, stdout: &str) -> String {
+        let said: Vec<&str> = stderr
+            .lines()
+            .chain(stdout.lines())
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && *l != "Done" && !l.starts_with("To "))
+            .collect();
+        let said = crate::model::display::escape_inline(&said.join("; ")).into_owned();
+        if self.target.contains("://") {
+            said.replace(&self.target, "REMOTE")
+        } else {
+            said
+        }
+    }
+
     async fn push(&self, refspecs: Vec<String>, deleting: bool) -> Result<(), String> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.push_blocking(&refspecs, deleting))
@@ -96,19 +175,11 @@ impl PinRemote {
     }
 
     fn push_blocking(&self, refspecs: &[String], deleting: bool) -> Result<(), String> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&self.repo)
-            .args(["-c", "core.hooksPath=/dev/null", "push", "--no-verify"])
-            .arg("--porcelain")
+        let out = self
+            .git()
+            .args(["push", "--no-verify", "--porcelain"])
             .arg(&self.target)
             .args(refspecs)
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_ASKPASS", "")
-            .env("SSH_ASKPASS", "")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run git to push to {}: {e}", self.label))?;
         if out.status.success() {
@@ -119,19 +190,7 @@ impl PinRemote {
         if deleting && stderr.contains("remote ref does not exist") {
             return Ok(());
         }
-        let said: Vec<&str> = stderr
-            .lines()
-            .chain(stdout.lines())
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && *l != "Done" && !l.starts_with("To "))
-            .collect();
-        let said = crate::model::display::escape_inline(&said.join("; ")).into_owned();
-        // A URL in the message may carry the secret that secrets.toml hides.
-        let said = if self.target.contains("://") {
-            said.replace(&self.target, "REMOTE")
-        } else {
-            said
-        };
+        let said = self.said(&stderr, &stdout);
         let auth = said.contains("Authentication failed")
             || said.contains("could not read Username")
             || said.contains("Permission denied")

@@ -1,7 +1,6 @@
 //! S3 credentials from the AWS SDK's own chain (`aws-config`), for an S3
 //! location with no literal keys: a shared-config `profile` (with its
-//! `role_arn` / `source_profile` or SSO; not `credential_process`, whose
-//! feature would rebuild tokio with process support), the environment's
+//! `role_arn` / `source_profile`, SSO or `credential_process`), the environment's
 //! `AWS_PROFILE`, web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` and
 //! `AWS_ROLE_ARN`), ECS and instance metadata; then, when the entry names a
 //! `role_arn`, that role assumed with those keys (or, with

@@ -13,7 +13,7 @@
 //! Without literal keys the AWS SDK's own credential chain resolves them
 //! (`aws-config`, see `aws_chain.rs`): a `profile` of the shared config and
 //! credentials files (`AWS_CONFIG_FILE`, `AWS_SHARED_CREDENTIALS_FILE`; its
-//! `role_arn` / `source_profile` and SSO included, `credential_process` not),
+//! `role_arn` / `source_profile`, SSO and `credential_process` included),
 //! `AWS_PROFILE`, web identity
 //! (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, or `role_arn` +
 //! `web_identity_token_file` in the entry), a `role_arn` assumed from those,
