@@ -1217,7 +1217,8 @@ async fn run_inner_batch(
         },
     };
     let guard = GitGuard::take(warm.host_dirs.iter().map(PathBuf::as_path));
-    let sql = SqlAccess::new(grants.sql, plugin.shared.config.sql).with_origins(grants.http.origins());
+    let sql =
+        SqlAccess::new(grants.sql, plugin.shared.config.sql).with_origins(grants.http.origins());
     let mut result = run_calls(
         plugin,
         &mut warm,
