@@ -580,7 +580,9 @@ impl Backend for DeltaBackend {
     /// What `tether backends` says it was tested against (the guide page's
     /// "tested against" section, in a line).
     fn meta(&self, package: tether_sdk::Meta) -> tether_sdk::Meta {
-        package.tested_against("deltalake 1.6.6 (delta-rs) with pyarrow 26, local and S3 (moto) tables")
+        package.tested_against(
+            "deltalake 1.6.6 (delta-rs) with pyarrow 26, local and S3 (moto) tables",
+        )
     }
 
     type Locator = Locator;

@@ -93,7 +93,8 @@ impl Guest for Old {
                 "{{\"etag\":\"{}\",\"found\":true,\"size\":{},\"version\":{}}}",
                 v.meta.etag,
                 v.meta.size,
-                v.version.map_or("null".to_string(), |id| format!("\"{id}\""))
+                v.version
+                    .map_or("null".to_string(), |id| format!("\"{id}\""))
             ),
         })
     }
