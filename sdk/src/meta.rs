@@ -5,7 +5,7 @@
 //! the plugin crate's own Cargo metadata at the macro's call site
 //! (`CARGO_PKG_NAME`, `CARGO_PKG_VERSION`, `CARGO_PKG_AUTHORS`, ...); a
 //! backend adds what Cargo cannot say (what it was tested against) in
-//! [`Backend::meta`](crate::Backend::meta).
+//! [`Backend::meta`].
 
 use crate::backend::Backend;
 use crate::describe_meta_bindings::exports::tether::backend::describe_meta::PluginMeta;

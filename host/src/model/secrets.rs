@@ -289,14 +289,14 @@ impl Secrets {
     }
 
     /// Set `[plugins] trusted` in the file at `path` to `trusted`, keeping
-    /// everything else (`[plugins.dev]` included); see [`Secrets::write_plugins`].
+    /// everything else (`[plugins.dev]` included); see `Secrets::write_plugins`.
     pub fn write_trusted_plugins(path: &Path, trusted: &BTreeSet<String>) -> Result<()> {
         let dev = Secrets::read(path)?.dev_plugins;
         Secrets::write_plugins(path, trusted, &dev)
     }
 
     /// Set `[plugins.dev]` in the file at `path` to `dev`, keeping
-    /// everything else; see [`Secrets::write_plugins`].
+    /// everything else; see `Secrets::write_plugins`.
     pub fn write_dev_plugins(path: &Path, dev: &BTreeMap<String, String>) -> Result<()> {
         let trusted = Secrets::read(path)?.trusted_plugins;
         Secrets::write_plugins(path, &trusted, dev)

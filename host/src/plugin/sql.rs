@@ -26,11 +26,11 @@
 //! `open-uri` (since 0.1.5) opens an address the plugin got at run time: only
 //! one the host learned itself, with its password, from a JSON response of an
 //! origin the call's object grants, fetched by a plugin of the same kind
-//! ([`strip_credentials`], called by `http.rs`; kept for the process,
-//! bounded), and only with the query parameters [`OPEN_URI_PARAMS`] lists.
+//! (`strip_credentials`, called by `http.rs`; kept for the process,
+//! bounded), and only with the query parameters `OPEN_URI_PARAMS` lists.
 //! The plugin passes the password-free URI it was given; the host supplies
 //! the password, and puts it back into a handle's address for the user
-//! ([`with_learned_password`]).
+//! (`with_learned_password`).
 //!
 //! A SQLite address is a local path from the object's configuration, which
 //! a clone may control: it is opened only when it exists as a regular file,
