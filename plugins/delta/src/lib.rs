@@ -493,7 +493,7 @@ impl DeltaBackend {
                 return report(VerifyStatus::Unknown, why.describe(version));
             }
             Err(why) => {
-                if let Some(now) = table.current_id(&listing)
+                if let Some(now) = table.current_id(listing)
                     && now != recorded
                 {
                     return Ok(table.recreated(version, &recorded, &now));
@@ -505,12 +505,12 @@ impl DeltaBackend {
                          version the log holds, and a longer delta.logRetentionDuration keeps \
                          versions longer ({})",
                         why.describe(version),
-                        table.retention(&listing, version)
+                        table.retention(listing, version)
                     ),
                 );
             }
         };
-        let header = match table.log.header(&listing, &segment) {
+        let header = match table.log.header(listing, &segment) {
             Ok(h) => h,
             Err(e) => return report(VerifyStatus::Unknown, e.to_string()),
         };
@@ -520,7 +520,7 @@ impl DeltaBackend {
         if let Err(e) = check_protocol(table.uri(), &header.protocol) {
             return report(VerifyStatus::Unknown, e.to_string());
         }
-        let retention = table.retention(&listing, version);
+        let retention = table.retention(listing, version);
         let from = match &segment.checkpoint {
             Some((at, _)) => format!(
                 "its checkpoint at version {at} and {} later commits",
