@@ -236,7 +236,14 @@ fn open_at_head_and_at_an_older_commit_gives_the_pin(vcs: Vcs) {
     let h = t.env.json(&["open", "data", "-r", &t.c1[..12], "--json"]);
     assert_eq!(
         h,
-        json!({"key": "data", "read_only": true, "address": format!("{sys}#{}", t.pin1), "type": "MemoryHandle"})
+        json!({
+            "key": "data",
+            "read_only": true,
+            "address": format!("{sys}#{}", t.pin1),
+            "type": "MemoryHandle",
+            // The handle's typed fields, as the plugin gave them.
+            "fields": {"system": sys.to_string(), "ref": t.pin1, "snapshot_id": h["fields"]["snapshot_id"]},
+        })
     );
     // TETHER_REV is the default revision.
     let out = t.env.run_env(&["open", "data"], &[("TETHER_REV", &t.c1)]);

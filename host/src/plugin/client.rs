@@ -708,6 +708,31 @@ impl ObjectClient {
         items: &[(&Map<String, Value>, Option<PinRef>)],
         deep: bool,
     ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
+        let reports = self.verify_local(items, deep).await?;
+        let Some(remote) = &self.pin_remote else {
+            return Ok(reports);
+        };
+        // The store's answers, then the pins' tags in the network remote.
+        let tags = remote.tags().await;
+        Ok(reports
+            .into_iter()
+            .zip(items)
+            .map(|(report, (state, pin))| {
+                Ok(match pin {
+                    Some(pin) => on_remote(remote, &tags, state, pin, report?),
+                    None => report?,
+                })
+            })
+            .collect())
+    }
+
+    /// What the plugin answers for `items`: one `verify-many` call when it
+    /// has one, else a `verify` call per item in one batch.
+    async fn verify_local(
+        &self,
+        items: &[(&Map<String, Value>, Option<PinRef>)],
+        deep: bool,
+    ) -> Result<Vec<Result<VerifyReport, BackendError>>, BackendError> {
         if self.plugin.has_verify_many() {
             let wire = items
                 .iter()
@@ -745,23 +770,9 @@ impl ObjectClient {
             self.resident.as_deref(),
         )
         .await?;
-        let reports: Vec<Result<VerifyReport, BackendError>> = replies
+        Ok(replies
             .into_iter()
             .map(|r| r.and_then(|r| reply!(r, Verify).map(Into::into)))
-            .collect();
-        let Some(remote) = &self.pin_remote else {
-            return Ok(reports);
-        };
-        let tags = remote.tags().await;
-        Ok(reports
-            .into_iter()
-            .zip(items)
-            .map(|(report, (state, pin))| {
-                Ok(match pin {
-                    Some(pin) => on_remote(remote, &tags, state, pin, report?),
-                    None => report?,
-                })
-            })
             .collect())
     }
 

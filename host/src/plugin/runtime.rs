@@ -424,18 +424,21 @@ impl Runtime {
         // host cached for these bytes is its answer, with no instance started
         // to ask again (same trust as the compiled code beside it).
         let cache_root = &shared.config.cache_root;
+        // `describe-meta` asked with a fresh `describe`, in its instance.
+        let mut fresh_meta = None;
         let descriptor = match super::cache::read_descriptor(cache_root, &digest_hex)
             .filter(|d| validate_descriptor(d).is_ok())
         {
             Some(cached) => cached,
             None => {
-                let described = plugin
-                    .describe_raw()
-                    .await
-                    .map_err(|e| PluginError::Describe {
-                        source_name: source_name.clone(),
-                        detail: e.to_string(),
-                    })?;
+                let (described, meta) =
+                    plugin
+                        .describe_raw()
+                        .await
+                        .map_err(|e| PluginError::Describe {
+                            source_name: source_name.clone(),
+                            detail: e.to_string(),
+                        })?;
                 validate_descriptor(&described).map_err(|detail| PluginError::Describe {
                     source_name: source_name.clone(),
                     detail,
@@ -444,6 +447,7 @@ impl Runtime {
                 {
                     tracing::debug!("could not cache the descriptor of {source_name}: {e}");
                 }
+                fresh_meta = meta;
                 described
             }
         };
@@ -474,22 +478,35 @@ impl Runtime {
         // Cached like the descriptor. Only shown, never acted on: a plugin
         // whose `describe-meta` fails still loads, without metadata.
         if plugin.describe_meta.is_some() {
-            plugin.meta = match super::cache::read_meta(cache_root, &digest_hex) {
+            let cached = match fresh_meta {
+                Some(_) => None,
+                None => super::cache::read_meta(cache_root, &digest_hex),
+            };
+            plugin.meta = match cached {
                 Some(cached) => Some(cached.bounded()),
-                None => match plugin.meta_as_given().await {
-                    Ok(Some(given)) => {
-                        let meta = given.bounded();
-                        if let Err(e) = super::cache::write_meta(cache_root, &digest_hex, &meta) {
-                            tracing::debug!("could not cache the metadata of {source_name}: {e}");
+                None => {
+                    let given = match fresh_meta {
+                        Some(given) => given.map(Some),
+                        None => plugin.meta_as_given().await,
+                    };
+                    match given {
+                        Ok(Some(given)) => {
+                            let meta = given.bounded();
+                            if let Err(e) = super::cache::write_meta(cache_root, &digest_hex, &meta)
+                            {
+                                tracing::debug!(
+                                    "could not cache the metadata of {source_name}: {e}"
+                                );
+                            }
+                            Some(meta)
                         }
-                        Some(meta)
+                        Ok(None) => None,
+                        Err(e) => {
+                            tracing::debug!("describe-meta of {source_name} failed: {e}");
+                            None
+                        }
                     }
-                    Ok(None) => None,
-                    Err(e) => {
-                        tracing::debug!("describe-meta of {source_name} failed: {e}");
-                        None
-                    }
-                },
+                }
             };
         }
         plugin.kind = Arc::from(descriptor.kind.as_str());
@@ -637,7 +654,12 @@ impl Plugin {
         Ok((http.into_iter().map(Into::into).collect(), sql))
     }
 
-    async fn describe_raw(&self) -> Result<Descriptor, BackendError> {
+    /// `describe`, and in the same instance `describe-meta` when the plugin
+    /// has it (a failed `describe-meta` is `Some(Err)`: the plugin still
+    /// loads, without metadata).
+    async fn describe_raw(
+        &self,
+    ) -> Result<(Descriptor, Option<Result<PluginMeta, BackendError>>), BackendError> {
         let (mut store, instance) = self
             .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
             .await?;
@@ -649,7 +671,18 @@ impl Plugin {
             .call_describe(&mut store)
             .await
             .map_err(|e| self.fault(e, &store))?;
-        Ok(d.into())
+        let meta = match &self.describe_meta {
+            None => None,
+            Some(indices) => Some(match indices.load(&mut store, &instance) {
+                Err(e) => Err(self.fault(e, &store)),
+                Ok(ext) => ext
+                    .call_meta(&mut store)
+                    .await
+                    .map(Into::into)
+                    .map_err(|e| self.fault(e, &store)),
+            }),
+        };
+        Ok((d.into(), meta))
     }
 
     /// A fresh store and instance for one call, with these storage grants
