@@ -1133,6 +1133,7 @@ impl ResidentSlot {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+            .filter(Warm::dirs_unchanged)
     }
 
     /// Keep `w` for the client's next call; a client making calls
@@ -1325,6 +1326,7 @@ async fn start(
         store,
         instance,
         backend,
+        dir_ids: Warm::dir_ids_of(&host_dirs),
         host_dirs,
         calls: 0,
     })

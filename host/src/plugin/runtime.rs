@@ -127,6 +127,10 @@ pub(crate) struct Warm {
     pub(crate) backend: backend_iface::Guest,
     /// Its preopened directories (resolved): what the git guard watches.
     pub(crate) host_dirs: Vec<PathBuf>,
+    /// Each preopened directory's (device, inode) when it was opened: an
+    /// instance whose directory was removed (`delete-store`) or replaced
+    /// holds a handle to the old one, so it may not serve again.
+    pub(crate) dir_ids: Vec<Option<(u64, u64)>>,
     /// Calls it served; an instance is retired after [`Warm::MAX_CALLS`].
     pub(crate) calls: u32,
 }
@@ -138,9 +142,23 @@ impl Warm {
     /// Linear memory above which an instance is not kept (bytes).
     pub(crate) const MAX_MEMORY: usize = 64 << 20;
 
+    /// (device, inode) of each directory in `dirs`, `None` where it is gone.
+    pub(crate) fn dir_ids_of(dirs: &[PathBuf]) -> Vec<Option<(u64, u64)>> {
+        use std::os::unix::fs::MetadataExt;
+        dirs.iter()
+            .map(|d| std::fs::metadata(d).ok().map(|m| (m.dev(), m.ino())))
+            .collect()
+    }
+
+    /// Whether its preopened directories are still the ones it opened.
+    pub(crate) fn dirs_unchanged(&self) -> bool {
+        Self::dir_ids_of(&self.host_dirs) == self.dir_ids
+    }
+
     /// Whether it may serve another call.
     pub(crate) fn reusable(&self) -> bool {
-        self.calls < Self::MAX_CALLS
+        self.dirs_unchanged()
+            && self.calls < Self::MAX_CALLS
             && self.store.data().limiter.size <= Self::MAX_MEMORY
             && !self.store.data().limiter.hit
             && self.store.data().stderr_len() < super::host::STDERR_CAPACITY / 2
@@ -732,7 +750,7 @@ impl Plugin {
         let at = warm
             .iter()
             .rposition(|w| w.plugin == self.id && w.key.as_ref() == Some(key))?;
-        let taken = warm.remove(at);
+        let taken = warm.remove(at).filter(Warm::dirs_unchanged);
         if taken.is_some() {
             self.shared.stats.reused.fetch_add(1, Ordering::Relaxed);
         }
