@@ -426,6 +426,37 @@ pub fn storage_uri(uri: &str) -> String {
     if trimmed.is_empty() { "/" } else { trimmed }.to_owned()
 }
 
+/// The `uri` rule of a backend whose store is a local directory or an
+/// `s3://bucket/prefix`: set, an absolute path or an `s3://` URI naming a
+/// bucket (`memory://` is the host's in-process bucket, for tests and the
+/// conformance suite). `uri` is the locator's, as the user wrote it.
+pub fn check_bucket_uri(kind: &str, uri: &str) -> Result<()> {
+    if uri.is_empty() {
+        return Err(Error::invalid(format!(
+            "the {kind} locator needs `uri`: a local path or s3://bucket/prefix"
+        )));
+    }
+    let storage = storage_uri(uri);
+    if let Some((scheme, rest)) = storage.split_once("://") {
+        if scheme != "s3" && scheme != "memory" {
+            return Err(Error::invalid(format!(
+                "{uri}: the {kind} backend takes a local path or s3://bucket/prefix, not \
+                 {scheme}://"
+            )));
+        }
+        if rest.split('/').next().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!(
+                "{uri}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)"
+            )));
+        }
+    } else if !storage.starts_with('/') {
+        return Err(Error::invalid(format!(
+            "{uri}: a local {kind} uri must be an absolute path"
+        )));
+    }
+    Ok(())
+}
+
 /// A store's identity, `{"uri": ...}`: [`storage_uri`] of `uri`, a local
 /// path resolved by the host (symlinks followed, `..` gone), so every
 /// spelling of one store is one identity to pin ids, listings and `gc`.

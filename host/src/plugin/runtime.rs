@@ -570,9 +570,7 @@ impl Plugin {
         let Some(indices) = &self.describe_ext else {
             return Ok(None);
         };
-        let (mut store, instance) = self
-            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
-            .await?;
+        let (mut store, instance) = self.bare_instance().await?;
         let ext = indices
             .load(&mut store, &instance)
             .map_err(|e| self.fault(e, &store))?;
@@ -596,9 +594,7 @@ impl Plugin {
         let Some(indices) = &self.describe_meta else {
             return Ok(None);
         };
-        let (mut store, instance) = self
-            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
-            .await?;
+        let (mut store, instance) = self.bare_instance().await?;
         let ext = indices
             .load(&mut store, &instance)
             .map_err(|e| self.fault(e, &store))?;
@@ -619,9 +615,7 @@ impl Plugin {
         &self,
         indices: &describe_fs_iface::GuestIndices,
     ) -> Result<Vec<String>, BackendError> {
-        let (mut store, instance) = self
-            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
-            .await?;
+        let (mut store, instance) = self.bare_instance().await?;
         let ext = indices
             .load(&mut store, &instance)
             .map_err(|e| self.fault(e, &store))?;
@@ -655,9 +649,7 @@ impl Plugin {
         &self,
         indices: &describe_net_iface::GuestIndices,
     ) -> Result<(Vec<HttpGrant>, Vec<String>), BackendError> {
-        let (mut store, instance) = self
-            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
-            .await?;
+        let (mut store, instance) = self.bare_instance().await?;
         let net = indices
             .load(&mut store, &instance)
             .map_err(|e| self.fault(e, &store))?;
@@ -678,9 +670,7 @@ impl Plugin {
     async fn describe_raw(
         &self,
     ) -> Result<(Descriptor, Option<Result<PluginMeta, BackendError>>), BackendError> {
-        let (mut store, instance) = self
-            .instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
-            .await?;
+        let (mut store, instance) = self.bare_instance().await?;
         let guest = self
             .backend
             .load(&mut store, &instance)
@@ -701,6 +691,15 @@ impl Plugin {
             }),
         };
         Ok((d.into(), meta))
+    }
+
+    /// A fresh instance with no grants, for what is asked at load and on
+    /// demand (`describe`, `describe-*`, `config-keys`).
+    async fn bare_instance(
+        &self,
+    ) -> Result<(Store<CallState>, wasmtime::component::Instance), BackendError> {
+        self.instantiate(Grants::new(Vec::<String>::new()), Preopens::none())
+            .await
     }
 
     /// A fresh store and instance for one call, with these storage grants

@@ -597,33 +597,7 @@ impl Backend for DeltaBackend {
     }
 
     fn validate_locator(&self, loc: &Locator) -> Result<()> {
-        if loc.uri.is_empty() {
-            return Err(Error::invalid(
-                "a delta locator needs `uri`: a local path or s3://bucket/prefix",
-            ));
-        }
-        let uri = loc.storage_uri();
-        if let Some((scheme, rest)) = uri.split_once("://") {
-            // `memory://` is the host's in-process bucket (tests, conformance).
-            if scheme != "s3" && scheme != "memory" {
-                return Err(Error::invalid(format!(
-                    "{}: the delta backend takes a local path or s3://bucket/prefix, not \
-                     {scheme}://",
-                    loc.uri
-                )));
-            }
-            if rest.split('/').next().is_none_or(str::is_empty) {
-                return Err(Error::invalid(format!(
-                    "{}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)",
-                    loc.uri
-                )));
-            }
-        } else if !uri.starts_with('/') {
-            return Err(Error::invalid(format!(
-                "{}: a local delta uri must be an absolute path",
-                loc.uri
-            )));
-        }
+        kit::check_bucket_uri("delta", &loc.uri)?;
         loc.at()?;
         Ok(())
     }

@@ -615,31 +615,7 @@ impl Backend for LanceBackend {
     }
 
     fn validate_locator(&self, loc: &Locator) -> Result<()> {
-        let uri = loc.storage_uri();
-        if loc.uri.is_empty() {
-            return Err(Error::invalid(
-                "a lance locator needs `uri`: a local path or s3://bucket/prefix",
-            ));
-        }
-        if let Some((scheme, rest)) = uri.split_once("://") {
-            if scheme != "s3" && scheme != "memory" {
-                return Err(Error::invalid(format!(
-                    "{}: the lance backend takes a local path or s3://bucket/prefix, not {scheme}://",
-                    loc.uri
-                )));
-            }
-            if rest.split('/').next().is_none_or(str::is_empty) {
-                return Err(Error::invalid(format!(
-                    "{}: a {scheme}:// uri needs a bucket ({scheme}://bucket/prefix)",
-                    loc.uri
-                )));
-            }
-        } else if !uri.starts_with('/') {
-            return Err(Error::invalid(format!(
-                "{}: a local lance uri must be an absolute path",
-                loc.uri
-            )));
-        }
+        kit::check_bucket_uri("lance", &loc.uri)?;
         if loc.branch != "main" {
             table::check_branch_name(&loc.branch)?;
         }
