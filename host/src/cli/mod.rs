@@ -407,10 +407,17 @@ fn init_logging(verbose: u8, color: output::ColorChoice) {
     // Colours only for a person at a terminal: a log sent to a file or a
     // pipe stays plain text, and NO_COLOR turns them off everywhere.
     let colour = color.enabled(std::io::stderr().is_terminal());
-    let _ = tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
-        .with_writer(std::io::stderr)
-        .without_time()
-        .try_init();
+        .with_writer(std::io::stderr);
+    // From -vv on, or with RUST_LOG, each line says when it happened since
+    // the process started: where a slow command spends its time.
+    if verbose >= 2 || std::env::var_os("RUST_LOG").is_some() {
+        let _ = fmt
+            .with_timer(tracing_subscriber::fmt::time::uptime())
+            .try_init();
+    } else {
+        let _ = fmt.without_time().try_init();
+    }
 }

@@ -378,9 +378,11 @@ pub async fn apply(
             TetherError::refused("a commit message is required").hint("`tether commit -m MESSAGE`")
         );
     }
+    tracing::debug!(actions = plan.actions.len(), "commit: applying the plan");
     let locks = repo.lock()?;
     refuse_changed_immutables(repo, plan).await?;
     plan.check_all(&mut Checker { repo }.reading_ref_heads(plan).await)?;
+    tracing::debug!("commit: the plan's checks hold");
 
     let mut report = CommitReport::default();
     let writes: Vec<&Action> = plan
@@ -412,6 +414,7 @@ pub async fn apply(
 
     let journal = repo.journal()?;
     let mut op = journal.start(NewOp::new("commit").plan(plan))?;
+    tracing::debug!(op = %op.id(), "commit: journaled");
     if writes.is_empty() {
         // Only edits no object's state carries: a removed object, a changed
         // tether.toml. They are committed as they are.
@@ -602,6 +605,11 @@ pub(crate) async fn land(
             Err(e) => failures.push((k, e)),
         }
     }
+    tracing::debug!(
+        pins = pins.len(),
+        failed = failures.len(),
+        "commit: pins landed"
+    );
     if let Err(e) = adopt_interrupted_pins(repo, &mut pins, &wave) {
         tracing::warn!("could not read the journal for an interrupted commit's pins: {e}");
     }
@@ -627,13 +635,13 @@ pub(crate) async fn land(
         rollback(repo, &originals, &pins, &restore).await;
         return Err(e);
     }
+    let by_key: BTreeMap<&str, &Action> = writes.iter().map(|a| (a.key.as_str(), *a)).collect();
     let pinned_index: Vec<index::PinnedPin> = pins
         .iter()
         .filter(|(_, p)| p.created)
         .map(|(k, p)| {
-            let a = writes
-                .iter()
-                .find(|a| &a.key == k)
+            let a = by_key
+                .get(k.as_str())
                 .expect("pinned objects come from actions");
             index::PinnedPin {
                 dataset_id: repo.dataset_id().to_string(),
@@ -801,6 +809,10 @@ async fn write_and_commit(
         }
     })?;
     repo.save_workspace(locks, &ws)?;
+    tracing::debug!(
+        files = paths.len(),
+        "commit: manifests and workspace written"
+    );
     if landing.no_vcs {
         return Ok(());
     }
@@ -817,6 +829,7 @@ async fn write_and_commit(
         None => repo.vcs.commit_paths(&refs, message)?,
     };
     crate::fault::point("vcs.commit");
+    tracing::debug!(%commit, "commit: VCS commit made");
     report.vcs_commit = Some(commit.to_string());
     Ok(())
 }

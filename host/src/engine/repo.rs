@@ -40,6 +40,9 @@ pub struct Repo {
     builtins: tokio::sync::Mutex<BTreeMap<&'static str, Arc<Plugin>>>,
     /// [`Repo::cached_descriptors`], once read.
     cached_descriptors: std::sync::OnceLock<Option<(BTreeMap<String, Descriptor>, BuiltinsByKind)>>,
+    /// The checkout's resolved path, what every client's grants are checked
+    /// against: resolved once, not once per object.
+    real_checkout: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 /// The plugins a dataset runs: loaded ones by kind, and the pinned kinds that
@@ -104,6 +107,7 @@ impl Repo {
             keyed_storage: std::sync::OnceLock::new(),
             builtins: tokio::sync::Mutex::new(BTreeMap::new()),
             cached_descriptors: std::sync::OnceLock::new(),
+            real_checkout: std::sync::OnceLock::new(),
         })
     }
 
@@ -468,6 +472,17 @@ impl Repo {
 
     /// Local file hashes are cached across commands in the dataset's
     /// `.tether/cache/file-hashes.json` (spec/11, `file`).
+    /// The checkout's path with links resolved ([`Repo::real_checkout`]'s
+    /// memo; the path as found when it cannot be resolved).
+    fn real_checkout(&self) -> std::path::PathBuf {
+        self.real_checkout
+            .get_or_init(|| {
+                let root = self.vcs.root();
+                root.canonicalize().unwrap_or_else(|_| root.to_path_buf())
+            })
+            .clone()
+    }
+
     pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
         let client = plugin
             .object_with_secrets(
@@ -476,7 +491,7 @@ impl Repo {
                 &self.secrets.backend_options(plugin.kind(), &Map::new()),
             )
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
-            .with_checkout(self.vcs.root())
+            .with_checkout(self.real_checkout())
             .with_sql_uri_settings(|address| self.sql_uri_settings(address));
         self.with_s3_settings(client, None, plugin.kind(), locator)
     }
@@ -583,7 +598,7 @@ impl Repo {
         let client = plugin
             .object_with_secrets(locator, &self.backend_config(plugin.kind()), &secret)
             .with_hash_cache(self.layout.dot_dir().join("cache").join("file-hashes.json"))
-            .with_checkout(self.vcs.root())
+            .with_checkout(self.real_checkout())
             .with_sql_uri_settings(|address| self.sql_uri_settings(address));
         self.with_s3_settings(client, Some(key), plugin.kind(), locator)
     }

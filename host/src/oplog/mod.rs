@@ -383,14 +383,16 @@ impl Journal {
 
     /// [`Journal::begin`] with everything a `started` record can hold.
     pub fn start(&self, op: NewOp) -> Result<OpHandle, OplogError> {
-        // The log's bytes, not its records: parsing every entry to start one
-        // made each command cost as much as the log is long.
-        let log = match crate::model::fsutil::read_nofollow(&self.path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        // The log's bytes, not its records (parsing every entry to start one
+        // made each command cost as much as the log is long), and streamed
+        // through one small buffer: a log of long commits is tens of MB.
+        let id = match crate::model::fsutil::open_nofollow(&self.path) {
+            Ok(mut file) => {
+                unique_id(&mut file, new_op_id).map_err(|e| OplogError::io(&self.path, e))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_op_id(),
             Err(e) => return Err(OplogError::io(&self.path, e)),
         };
-        let id = unique_id(&log, new_op_id);
         let record = json!({
             "record": "started",
             "id": id,
@@ -685,15 +687,44 @@ impl Wave {
     }
 }
 
-/// A fresh id from `fresh` that appears nowhere in the log's bytes `log`:
-/// stricter than "no `started` record has it" (an id quoted anywhere, in a
-/// progress record or a torn line, is passed over too), and a byte search
-/// instead of a parse of every record.
-fn unique_id(log: &[u8], mut fresh: impl FnMut() -> String) -> String {
+/// A fresh id from `fresh` that appears nowhere in the log `log`: stricter
+/// than "no `started` record has it" (an id quoted anywhere, in a progress
+/// record or a torn line, is passed over too), and a byte search instead of a
+/// parse of every record. The log is read from its start in chunks, each
+/// searched with the last `id.len() - 1` bytes of the one before, so memory
+/// stays bounded however long the log.
+fn unique_id<R: std::io::Read + std::io::Seek>(
+    log: &mut R,
+    mut fresh: impl FnMut() -> String,
+) -> std::io::Result<String> {
+    const CHUNK: usize = 1 << 20;
+    let mut buf = vec![0u8; CHUNK];
     loop {
         let id = fresh();
-        if memchr::memmem::find(log, id.as_bytes()).is_none() {
-            return id;
+        let finder = memchr::memmem::Finder::new(id.as_bytes());
+        let keep = id.len().saturating_sub(1);
+        log.seek(std::io::SeekFrom::Start(0))?;
+        let mut filled = 0;
+        let mut seen = false;
+        loop {
+            let n = match log.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            filled += n;
+            if finder.find(&buf[..filled]).is_some() {
+                seen = true;
+                break;
+            }
+            // Carry the tail over: an id may straddle two reads.
+            let tail = filled.saturating_sub(keep);
+            buf.copy_within(tail..filled, 0);
+            filled -= tail;
+        }
+        if !seen {
+            return Ok(id);
         }
     }
 }

@@ -195,7 +195,32 @@ fn ids_are_twelve_hex_and_unique_in_the_log() {
     let log = format!("{}\n", json!({"record": "started", "id": "aaaaaaaaaaaa"}));
     let mut draws = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"].into_iter();
     assert_eq!(
-        unique_id(log.as_bytes(), || draws.next().unwrap().to_string()),
+        unique_id(&mut std::io::Cursor::new(log.as_bytes()), || draws
+            .next()
+            .unwrap()
+            .to_string())
+        .unwrap(),
+        "bbbbbbbbbbbb"
+    );
+    // Also where the id straddles two of the reads it is searched in: a
+    // reader that hands out 5 bytes at a time.
+    struct Trickle<'a>(std::io::Cursor<&'a [u8]>);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(5);
+            self.0.read(&mut buf[..n])
+        }
+    }
+    impl std::io::Seek for Trickle<'_> {
+        fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.0.seek(pos)
+        }
+    }
+    let long = format!("{}{log}", "x".repeat(1_000_003));
+    let mut draws = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"].into_iter();
+    let mut reader = Trickle(std::io::Cursor::new(long.as_bytes()));
+    assert_eq!(
+        unique_id(&mut reader, || draws.next().unwrap().to_string()).unwrap(),
         "bbbbbbbbbbbb"
     );
 }

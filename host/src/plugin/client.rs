@@ -492,7 +492,8 @@ impl ObjectClient {
     /// Refuse every call whose preopened directories overlap `root` (the
     /// dataset's checkout): its files came with the clone, so a committed
     /// locator naming a repository there must not be handed to the plugin
-    /// (spec/10, "Security model"; `add` refuses one up front).
+    /// (spec/10, "Security model"; `add` refuses one up front). `root` is
+    /// compared as given, so give it with links resolved.
     pub fn with_checkout(mut self, root: impl Into<PathBuf>) -> Self {
         self.checkout = Some(root.into());
         self
@@ -507,7 +508,6 @@ impl ObjectClient {
             return Ok(());
         }
         let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        let checkout = real(checkout);
         for dir in &self.fs_grants {
             let d = real(std::path::Path::new(dir));
             if d.starts_with(&checkout) || checkout.starts_with(&d) {

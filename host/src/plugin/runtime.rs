@@ -938,6 +938,11 @@ fn wasmparser_is_component(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && &bytes[0..4] == b"\0asm" && bytes[6..8] == [1, 0]
 }
 
+/// How much of a freed instance's linear memory and tables is reset in place
+/// rather than returned to the kernel (see [`build_engine`]): the built-in
+/// plugins' memories are under this after a typical call.
+const KEEP_RESIDENT: usize = 4 << 20;
+
 fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
     let mut wt = Config::new();
     wt.wasm_component_model(true);
@@ -953,18 +958,16 @@ fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
         .total_tables(config.max_instances * 4)
         .total_stacks(config.max_instances)
         .max_memory_size(config.memory_limit.max(1 << 20));
-    // EXPERIMENT (issue 28): reset a freed instance's memory in place.
-    if let Some(keep) = std::env::var("TETHER_POOL_KEEP_RESIDENT")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        pooling
-            .linear_memory_keep_resident(keep << 20)
-            .table_keep_resident(keep << 20);
-        if std::env::var_os("TETHER_POOL_PAGEMAP").is_some() {
-            pooling.pagemap_scan(wasmtime::Enabled::Auto);
-        }
-    }
+    // A command may run thousands of short instances (one per object on its
+    // own store). Freeing each by `madvise` costs a TLB shootdown across the
+    // process's threads (the profile of a 10,000-object `status --snapshot`:
+    // a quarter of its time); instead a slot's first pages stay mapped and
+    // are zeroed in place, only the pages the instance dirtied where the
+    // kernel can say which (`PAGEMAP_SCAN`, Linux 6.7+).
+    pooling
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     let pooled = {
         let mut c = wt.clone();
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
