@@ -197,6 +197,15 @@ fn main() {
         }
     }
     b.ok(&d, &["commit", "-m", "baseline"]);
+    // The floor every command stands on, on this machine: starting the
+    // binary (loading and relocating it) and parsing its arguments.
+    let floor = b.median(&d, &["--version"], 50, 0, || {});
+    report(
+        "process floor: `tether --version`",
+        floor,
+        "no target (what start-up alone costs here)",
+        50,
+    );
     let t = b.median(&d, &["status"], 50, 0, || {});
     report(
         "status, 5 memory objects, cached snapshot",

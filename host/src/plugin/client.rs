@@ -510,7 +510,7 @@ impl ObjectClient {
         let real = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         for dir in &self.fs_grants {
             let d = real(std::path::Path::new(dir));
-            if d.starts_with(&checkout) || checkout.starts_with(&d) {
+            if d.starts_with(checkout) || checkout.starts_with(&d) {
                 return Err(BackendError::Denied(format!(
                     "{} overlaps the dataset's checkout ({}), whose files came with the clone: \
                      a {} object must live outside it. Register one outside the checkout \
