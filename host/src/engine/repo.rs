@@ -470,10 +470,8 @@ impl Repo {
         Ok(self.client_for(&plugin, &Value::Object(manifest.locator.clone())))
     }
 
-    /// Local file hashes are cached across commands in the dataset's
-    /// `.tether/cache/file-hashes.json` (spec/11, `file`).
-    /// The checkout's path with links resolved ([`Repo::real_checkout`]'s
-    /// memo; the path as found when it cannot be resolved).
+    /// The checkout's path with links resolved, resolved once per command
+    /// (the path as found when it cannot be resolved).
     fn real_checkout(&self) -> std::path::PathBuf {
         self.real_checkout
             .get_or_init(|| {
@@ -483,6 +481,8 @@ impl Repo {
             .clone()
     }
 
+    /// Local file hashes are cached across commands in the dataset's
+    /// `.tether/cache/file-hashes.json` (spec/11, `file`).
     pub fn client_for(&self, plugin: &Arc<Plugin>, locator: &Value) -> ObjectClient {
         let client = plugin
             .object_with_secrets(
