@@ -939,8 +939,9 @@ fn wasmparser_is_component(bytes: &[u8]) -> bool {
 }
 
 /// How much of a freed instance's linear memory and tables is reset in place
-/// rather than returned to the kernel (see [`build_engine`]): the built-in
-/// plugins' memories are under this after a typical call.
+/// rather than returned to the kernel (see [`build_engine`]). Chosen by
+/// measurement, not derived: 4, 16 and 64 MiB timed alike on a 10,000-object
+/// `status --snapshot`; the smallest bounds what a slot keeps mapped.
 const KEEP_RESIDENT: usize = 4 << 20;
 
 fn build_engine(config: &RuntimeConfig) -> Result<Engine, PluginError> {
