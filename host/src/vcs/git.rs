@@ -401,15 +401,7 @@ impl GitVcs {
                 .read_tree(tree)
                 .map_err(VcsError::git("reading HEAD's tree"))?;
         }
-        repo.set_index(&mut partial)
-            .map_err(VcsError::git("preparing the commit's index"))?;
-        self.stage_paths(&mut partial, paths)?;
-        partial
-            .write()
-            .map_err(VcsError::git("writing the commit's index"))?;
-        let staged_tree = partial
-            .write_tree_to(&repo)
-            .map_err(VcsError::git("writing the commit's tree"))?;
+        let staged_tree = self.stage_and_write_tree(&repo, &mut partial, paths)?;
         let head_tree = match &parent_tree {
             Some(t) => t.id(),
             None => empty_tree(&repo)?,
@@ -521,6 +513,135 @@ impl GitVcs {
         Ok(CommitId::new(id.to_string()))
     }
 
+    /// Stage `paths` into `partial` (HEAD's tree already read into it), write
+    /// it, and write its tree: the tree's id.
+    ///
+    /// A commit of many paths writes its new blobs and trees as one pack
+    /// instead of a loose object each: they are collected in memory (a
+    /// mempack backend on a handle of its own) and written with one pack and
+    /// its index before anything else (a hook, the commit) can look for them.
+    /// Thousands of loose objects cost a temporary file and a rename each,
+    /// and push git toward an automatic `gc` on the user's next command.
+    fn stage_and_write_tree(
+        &self,
+        repo: &Repository,
+        partial: &mut git2::Index,
+        paths: &[String],
+    ) -> Result<Oid> {
+        let packed = paths.len() >= PACK_FROM;
+        let own;
+        let staging = match packed {
+            true => {
+                own = self.reopen()?;
+                &own
+            }
+            false => repo,
+        };
+        let odb = staging
+            .odb()
+            .map_err(VcsError::git("opening the object database"))?;
+        let mempack = match packed {
+            true => Some(
+                odb.add_new_mempack_backend(MEMPACK_PRIORITY)
+                    .map_err(VcsError::git("preparing the commit's objects"))?,
+            ),
+            false => None,
+        };
+        staging
+            .set_index(partial)
+            .map_err(VcsError::git("preparing the commit's index"))?;
+        self.stage_paths(partial, paths)?;
+        partial
+            .write()
+            .map_err(VcsError::git("writing the commit's index"))?;
+        let tree = partial
+            .write_tree_to(staging)
+            .map_err(VcsError::git("writing the commit's tree"))?;
+        if mempack.is_some() {
+            self.write_pack(repo, staging, partial, tree, paths)?;
+        }
+        if packed {
+            // The index goes on with the commit's own handle (hooks, tree).
+            repo.set_index(partial)
+                .map_err(VcsError::git("preparing the commit's index"))?;
+        }
+        Ok(tree)
+    }
+
+    /// Write the objects a commit of `paths` adds (their blobs and the trees
+    /// above them, held by `staging`'s mempack) as one pack. A mempack dumps
+    /// only what its commits reach, so the objects are named here: each one
+    /// `repo` (no mempack) does not already have.
+    fn write_pack(
+        &self,
+        repo: &Repository,
+        staging: &Repository,
+        partial: &git2::Index,
+        tree: Oid,
+        paths: &[String],
+    ) -> Result<()> {
+        let odb = repo
+            .odb()
+            .map_err(VcsError::git("opening the object database"))?;
+        let root = staging
+            .find_tree(tree)
+            .map_err(VcsError::git("reading the commit's tree"))?;
+        let mut seen = std::collections::HashSet::new();
+        let mut wanted: Vec<(Oid, String)> = Vec::new();
+        let mut want = |id: Oid, name: &str| {
+            // No re-scan of the pack directory per object it lacks (most
+            // are new): one missed in a pack written just now is only packed
+            // twice.
+            if seen.insert(id) && !odb.exists_ext(id, git2::OdbLookupFlags::NO_REFRESH) {
+                wanted.push((id, name.to_owned()));
+            }
+        };
+        want(tree, "");
+        let mut dirs = std::collections::BTreeSet::new();
+        for path in paths {
+            if let Some(entry) = partial.get_path(Path::new(path), 0) {
+                want(entry.id, path);
+            }
+            let mut dir = Path::new(path).parent();
+            while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+                if !dirs.insert(d) {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+        for dir in dirs {
+            // A directory the commit emptied is in no tree any more.
+            if let Ok(entry) = root.get_path(dir) {
+                want(entry.id(), &dir.to_string_lossy());
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let mut builder = staging
+            .packbuilder()
+            .map_err(VcsError::git("packing the commit's objects"))?;
+        for (id, name) in &wanted {
+            builder
+                .insert_object(*id, Some(name))
+                .map_err(VcsError::git("packing the commit's objects"))?;
+        }
+        let mut pack = git2::Buf::new();
+        builder
+            .write_buf(&mut pack)
+            .map_err(VcsError::git("packing the commit's objects"))?;
+        let mut writer = odb
+            .packwriter()
+            .map_err(VcsError::git("writing the commit's objects"))?;
+        std::io::Write::write_all(&mut writer, &pack)
+            .map_err(|e| VcsError::io("writing the commit's objects", e))?;
+        writer
+            .commit()
+            .map_err(VcsError::git("writing the commit's objects"))?;
+        Ok(())
+    }
+
     /// Puts each path's work-tree state into `index` (which must be the repository's
     /// current index, so filters and stat data apply): added or updated when it exists,
     /// removed when it does not.
@@ -561,6 +682,15 @@ fn copy_staged(from: &git2::Index, to: &mut git2::Index, paths: &[String]) -> Re
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// From this many paths a commit writes its objects as one pack
+/// ([`GitVcs::stage_and_write_tree`]); fewer are written loose, as git does,
+/// so small commits do not leave a pack each.
+const PACK_FROM: usize = 128;
+
+/// The mempack backend's priority: above the loose and packed backends
+/// (1 and 2), so every object written on its handle goes to memory.
+const MEMPACK_PRIORITY: i32 = 1000;
 
 impl Vcs for GitVcs {
     fn kind(&self) -> VcsKind {

@@ -254,6 +254,117 @@ fn commit_paths_commits_exactly_the_given_paths() {
     );
 }
 
+/// The loose objects under `.git/objects` (not packs), by id.
+fn loose_objects(fx: &Fixture) -> Vec<String> {
+    let mut out = Vec::new();
+    for dir in fs::read_dir(fx.repo.join(".git/objects")).unwrap() {
+        let dir = dir.unwrap();
+        let name = dir.file_name().into_string().unwrap();
+        if name.len() != 2 {
+            continue;
+        }
+        for f in fs::read_dir(dir.path()).unwrap() {
+            out.push(format!(
+                "{name}{}",
+                f.unwrap().file_name().to_string_lossy()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn packs(fx: &Fixture) -> usize {
+    fs::read_dir(fx.repo.join(".git/objects/pack"))
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_commit_of_many_paths_writes_its_objects_as_one_pack() {
+    let fx = fixture();
+    fx.write("seed", "seed\n");
+    fx.commit_all("base");
+    // Files and attributes as a dataset has them: a filter applies (CRLF to
+    // LF on the way in) and one file already has its blob in the store.
+    fx.write(".gitattributes", "*.toml text eol=lf\n");
+    fx.commit_all("attributes");
+    let n = PACK_FROM + 22;
+    let mut paths: Vec<String> = (0..n)
+        .map(|i| format!(".tether/objects/o{i:04}.toml"))
+        .collect();
+    for (i, p) in paths.iter().enumerate() {
+        fx.write(p, &format!("state = {}\r\n", i % (n - 1)));
+    }
+    paths.push("seed".into());
+    fx.write("seed", "seed, changed\n");
+    let loose_before = loose_objects(&fx);
+    // The hook sees the commit's objects: they are written before it runs.
+    let seen = fx.base.join("pre-commit-diff");
+    fx.hook(
+        "pre-commit",
+        &format!(
+            "#!/bin/sh\ngit diff --cached --stat HEAD > {}\n",
+            seen.display()
+        ),
+    );
+
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let id = fx.open().commit_paths(&refs, "many").unwrap();
+
+    assert_eq!(fx.g(&["rev-parse", "HEAD"]).trim(), id.as_str());
+    fx.g(&["fsck", "--strict", "--no-progress", "--no-dangling"]);
+    assert!(
+        fs::read_to_string(&seen)
+            .unwrap()
+            .contains(&format!("{} files changed", n + 1)),
+        "{}",
+        fs::read_to_string(&seen).unwrap()
+    );
+    // Every file as git would have stored it, through the filter.
+    for (i, p) in paths.iter().take(n).enumerate() {
+        assert_eq!(
+            fx.g(&["show", &format!("HEAD:{p}")]),
+            format!("state = {}\n", i % (n - 1)),
+            "{p}"
+        );
+    }
+    assert_eq!(fx.g(&["show", "HEAD:seed"]), "seed, changed\n");
+    // One pack; the only new loose object is the commit itself.
+    assert_eq!(packs(&fx), 1);
+    let new_loose: Vec<String> = loose_objects(&fx)
+        .into_iter()
+        .filter(|o| !loose_before.contains(o))
+        .collect();
+    assert_eq!(new_loose, vec![id.as_str().to_string()]);
+    assert_eq!(fx.g(&["status", "--porcelain"]), "");
+
+    // A commit of many paths whose blobs exist already packs its new trees
+    // only; a small one writes loose objects, as git does.
+    let loose_before = loose_objects(&fx);
+    let again: Vec<String> = (0..PACK_FROM)
+        .map(|i| format!(".tether/objects/o{i:04}.toml"))
+        .collect();
+    for p in &again {
+        fx.write(p, "state = 0\n");
+    }
+    let refs: Vec<&str> = again.iter().map(String::as_str).collect();
+    let id = fx.open().commit_paths(&refs, "same blobs").unwrap();
+    assert_eq!(packs(&fx), 2);
+    assert_eq!(loose_objects(&fx).len(), loose_before.len() + 1, "{id}");
+    fx.write("seed", "seed, once more\n");
+    fx.open().commit_paths(&["seed"], "small").unwrap();
+    assert_eq!(packs(&fx), 2);
+    fx.g(&["fsck", "--strict", "--no-progress", "--no-dangling"]);
+    assert_eq!(fx.g(&["show", "HEAD:seed"]), "seed, once more\n");
+}
+
 #[test]
 fn first_commit_on_an_unborn_branch() {
     let fx = fixture();
