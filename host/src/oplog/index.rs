@@ -141,10 +141,18 @@ fn decode<T: serde::de::DeserializeOwned>(records: Vec<Value>) -> Vec<T> {
 /// Append the records of `new` whose identity is not on record yet; returns
 /// how many were new. Always leaves the file existing.
 fn add(path: &Path, file: &str, new: Vec<Value>) -> Result<usize, OplogError> {
-    let mut known: std::collections::HashSet<String> = read_index(path, file)?
-        .iter()
-        .filter_map(|r| identity_of(file, r))
-        .collect();
+    // The pin index grows with every commit that pins: when no pin id of
+    // `new` occurs in it at all, none is on record, and the file need not
+    // be parsed.
+    let mut known: std::collections::HashSet<String> =
+        if file == PINNED_FILENAME && !any_pin_id_occurs(path, &new)? {
+            Default::default()
+        } else {
+            read_index(path, file)?
+                .iter()
+                .filter_map(|r| identity_of(file, r))
+                .collect()
+        };
     let fresh: Vec<Value> = new
         .into_iter()
         .filter(|r| identity_of(file, r).is_some_and(|id| known.insert(id)))
@@ -154,6 +162,56 @@ fn add(path: &Path, file: &str, new: Vec<Value>) -> Result<usize, OplogError> {
         crate::fault::point("index.add");
     }
     Ok(fresh.len())
+}
+
+/// Whether the index at `path` may hold a record of one of `new`'s pin ids:
+/// whether any `"pin_id"` in it (at any depth, in any record) is followed by
+/// one of those ids as a plain JSON string. Only a `false` is sure (no such
+/// record); an id with an escape in it, or a file that is not there or not
+/// readable as bytes, answers `true` for the full read to decide.
+fn any_pin_id_occurs(path: &Path, new: &[Value]) -> Result<bool, OplogError> {
+    let mut ids = std::collections::HashSet::new();
+    for record in new {
+        match record.get("pin_id").and_then(Value::as_str) {
+            Some(id) if !id.contains(['"', '\\']) => ids.insert(id.as_bytes()),
+            _ => return Ok(true),
+        };
+    }
+    let bytes = match crate::model::fsutil::open_nofollow(path) {
+        Ok(mut f) => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| OplogError::io(path, e))?;
+            bytes
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(_) => return Ok(true),
+    };
+    const FIELD: &[u8] = b"\"pin_id\"";
+    for at in memchr::memmem::find_iter(&bytes, FIELD) {
+        let rest = &bytes[at + FIELD.len()..];
+        let rest = trim_json_space(rest);
+        let Some(rest) = rest.strip_prefix(b":") else {
+            continue;
+        };
+        let Some(value) = trim_json_space(rest).strip_prefix(b"\"") else {
+            continue;
+        };
+        let Some(end) = memchr::memchr2(b'"', b'\\', value) else {
+            return Ok(true);
+        };
+        if value[end] == b'\\' || ids.contains(&value[..end]) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn trim_json_space(bytes: &[u8]) -> &[u8] {
+    let n = bytes
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .count();
+    &bytes[n..]
 }
 
 /// Append removal records for the entries `gone` identifies that are on record.
@@ -405,6 +463,72 @@ mod tests {
         compact(&path).unwrap();
         assert_eq!(jsonl::read(&path).unwrap().len(), 3);
         assert_eq!(read_pinned(dir.path(), "0a1b2c3d").unwrap().len(), 3);
+    }
+
+    #[test]
+    fn the_pin_index_is_parsed_only_when_a_new_pin_id_occurs_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = pinned_path(dir.path());
+        let values = |pins: &[PinnedPin]| pins.iter().map(to_value).collect::<Vec<_>>();
+        // No index yet: nothing is on record.
+        assert!(!any_pin_id_occurs(&path, &values(&[pin("aa")])).unwrap());
+        // Records as another writer might have spaced them, another
+        // dataset's, a removal, and a torn line.
+        std::fs::write(
+            &path,
+            concat!(
+                "{\"dataset_id\": \"0a1b2c3d\", \"pin_id\" :\t\"0a1b2c3d.aa\", \"kind\": \"icechunk\"}\n",
+                "{\"dataset_id\":\"ffffffff\",\"pin_id\":\"0a1b2c3d.bb\"}\n",
+                "{\"dataset_id\":\"0a1b2c3d\",\"pin_id\":\"0a1b2c3d.cc\",\"removed\":false}\n",
+                "{\"dataset_id\":\"0a1b2c3d\",\"pin_id\":\"0a1b2c3d.dd\",\"removed\":true}\n",
+                "{\"dataset_id\":\"0a1b2c3d\",\"pin_i",
+            ),
+        )
+        .unwrap();
+        let occurs = |ids: &[&str]| {
+            let pins: Vec<PinnedPin> = ids.iter().map(|i| pin(i)).collect();
+            any_pin_id_occurs(&path, &values(&pins)).unwrap()
+        };
+        assert!(!occurs(&["ee", "ff"]));
+        for id in ["aa", "bb", "cc", "dd"] {
+            assert!(occurs(&["ee", id]), "{id}");
+        }
+        // An id that would need an escape is left to the full read.
+        let mut odd = pin("ee");
+        odd.pin_id = "0a1b2c3d.\"e".into();
+        assert!(any_pin_id_occurs(&path, &values(&[odd])).unwrap());
+
+        // The answers are those of the full read, whichever way they came.
+        std::fs::write(
+            &path,
+            std::fs::read(&path)
+                .unwrap()
+                .strip_suffix(b"{\"dataset_id\":\"0a1b2c3d\",\"pin_i")
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            append_pinned(dir.path(), &[pin("ee"), pin("ee"), pin("ff")]).unwrap(),
+            2
+        );
+        assert_eq!(
+            append_pinned(dir.path(), &[pin("aa"), pin("gg")]).unwrap(),
+            1
+        );
+        assert_eq!(append_pinned(dir.path(), &[pin("bb")]).unwrap(), 1);
+        assert_eq!(append_pinned(dir.path(), &[pin("dd")]).unwrap(), 1);
+        assert_eq!(append_pinned(dir.path(), &[pin("cc")]).unwrap(), 0);
+        // (The hand-written records lack fields a pin needs: only the
+        // appended ones read back.)
+        let ids: Vec<String> = read_pinned(dir.path(), "0a1b2c3d")
+            .unwrap()
+            .into_iter()
+            .map(|p| p.pin_id)
+            .collect();
+        assert_eq!(
+            ids,
+            ["ee", "ff", "gg", "bb", "dd"].map(|i| format!("0a1b2c3d.{i}"))
+        );
     }
 
     #[test]
