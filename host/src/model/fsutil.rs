@@ -163,6 +163,30 @@ fn sync_filesystem(file: &File, path: &Path) -> std::io::Result<()> {
     sync_file(file, path, true)
 }
 
+/// `std::fs::canonicalize(path)`, remembered for the rest of the process
+/// once it succeeds: a store's directory is resolved once per command rather
+/// than once per plugin call (each resolution costs a `readlink` per path
+/// component, and a 10,000-object commit made three calls per object). A
+/// link changed during the command is seen by the next one.
+pub fn canonicalize_once(path: &Path) -> std::io::Result<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    /// Past this many paths the memo starts over, so it stays small.
+    const MAX: usize = 1 << 16;
+    static RESOLVED: LazyLock<Mutex<HashMap<PathBuf, PathBuf>>> = LazyLock::new(Mutex::default);
+    let memo = || RESOLVED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = memo().get(path) {
+        return Ok(found.clone());
+    }
+    let resolved = std::fs::canonicalize(path)?;
+    let mut memo = memo();
+    if memo.len() >= MAX {
+        memo.clear();
+    }
+    memo.insert(path.to_path_buf(), resolved.clone());
+    Ok(resolved)
+}
+
 /// Identifies one version of a file: its size, modification time and inode.
 /// An append, a rewrite in place or a rename over it changes the stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,6 +309,28 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_resolved_once_per_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        for d in ["a", "b"] {
+            std::fs::create_dir(base.join(d)).unwrap();
+        }
+        let link = base.join("link");
+        std::os::unix::fs::symlink(base.join("a"), &link).unwrap();
+        assert_eq!(canonicalize_once(&link).unwrap(), base.join("a"));
+        // Repointed during the command: this process keeps its answer.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(base.join("b"), &link).unwrap();
+        assert_eq!(canonicalize_once(&link).unwrap(), base.join("a"));
+        assert_eq!(std::fs::canonicalize(&link).unwrap(), base.join("b"));
+        // A failure is not remembered.
+        let missing = base.join("missing");
+        assert!(canonicalize_once(&missing).is_err());
+        std::fs::create_dir(&missing).unwrap();
+        assert_eq!(canonicalize_once(&missing).unwrap(), missing);
+    }
 
     #[test]
     fn writes_replaces_and_leaves_no_temp() {

@@ -110,8 +110,7 @@ impl Preopens {
                     .map_err(|e| format!("cannot create directory {guest}: {e}"))?;
                 created.push(path.to_path_buf());
             }
-            let host = path
-                .canonicalize()
+            let host = crate::model::fsutil::canonicalize_once(path)
                 .map_err(|e| format!("cannot resolve {guest}: {e}"))?;
             if !host.is_dir() {
                 // A file is no directory to work in; the plugin reports it

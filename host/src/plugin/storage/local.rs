@@ -32,9 +32,6 @@ pub(super) struct LocalBucket {
     /// The granted root as the last read opened it, for the next read; every
     /// write forgets it, so a root a write created or replaced is opened anew.
     read_root: Arc<Mutex<Option<Arc<Dir>>>>,
-    /// The granted root's canonical path, for lock names: resolved once per
-    /// bucket rather than once per write (a pin writes several objects).
-    canonical_root: Arc<std::sync::OnceLock<PathBuf>>,
 }
 
 /// What an I/O failure was doing, for the message.
@@ -51,7 +48,6 @@ impl LocalBucket {
             sub,
             lock_dir: None,
             read_root: Arc::default(),
-            canonical_root: Arc::default(),
         }
     }
 
@@ -138,13 +134,7 @@ impl LocalBucket {
         let name = rel.file_name().unwrap_or_default();
         // Canonical paths, so every URI reaching this file shares the lock;
         // the parent is resolved inside the sandbox.
-        let canonical_root = match self.canonical_root.get() {
-            Some(p) => p.clone(),
-            None => {
-                let p = std::fs::canonicalize(&self.root)?;
-                self.canonical_root.get_or_init(|| p).clone()
-            }
-        };
+        let canonical_root = crate::model::fsutil::canonicalize_once(&self.root)?;
         let canonical_parent = root.canonicalize(dot_if_empty(parent))?;
         let mut hasher = Sha256::new();
         hasher.update(canonical_root.as_os_str().as_encoded_bytes());
