@@ -722,6 +722,39 @@ fn grants() {
 }
 
 #[tokio::test]
+async fn one_lock_file_per_directory_written_not_per_key() {
+    let h = local_harness().await;
+    for i in 0..40 {
+        h.bucket
+            .put(
+                &format!("refs/tags/t{i}.json"),
+                b"x".to_vec(),
+                PutMode::Create,
+            )
+            .await
+            .unwrap();
+    }
+    h.bucket
+        .put("refs/tags/t0.json", b"y".to_vec(), PutMode::Overwrite)
+        .await
+        .unwrap();
+    h.bucket
+        .put("top", b"z".to_vec(), PutMode::Create)
+        .await
+        .unwrap();
+    assert!(h.bucket.delete("refs/tags/t1.json").await.unwrap());
+    let locks = h.dir.as_ref().unwrap().parent().unwrap().join("locks");
+    assert_eq!(std::fs::read_dir(locks).unwrap().count(), 2);
+    // The lock still guards each key: create-only refuses what exists.
+    let err = h
+        .bucket
+        .put("refs/tags/t2.json", b"w".to_vec(), PutMode::Create)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StorageError::AlreadyExists(_)), "{err}");
+}
+
+#[tokio::test]
 async fn sub_path_buckets_share_objects() {
     // Local: a bucket at a granted sub-path sees the same files.
     let tmp = TempDir::new().unwrap();
