@@ -34,6 +34,7 @@ use git2::{
 };
 use sha2::{Digest, Sha256};
 
+use super::keyed_cache::KeyedCache;
 use super::{
     BranchInfo, CommitId, FileMap, GitVersion, HeadState, HistoryCommit, MIN_GIT_VERSION,
     PARKING_PREFIX, PathChange, Result, Vcs, VcsEnv, VcsError, VcsKind, WorktreeInfo,
@@ -56,6 +57,9 @@ pub struct GitVcs {
     /// Blobs read from the object database by history walks (tests and benchmarks
     /// check that unchanged manifests are read once).
     blob_reads: AtomicU64,
+    /// Index reads by [`Vcs::tracked`] (tests check that an unchanged index
+    /// is answered from its cache).
+    index_reads: AtomicU64,
 }
 
 impl std::fmt::Debug for GitVcs {
@@ -93,6 +97,7 @@ impl GitVcs {
             common_dir,
             env,
             blob_reads: AtomicU64::new(0),
+            index_reads: AtomicU64::new(0),
         })
     }
 
@@ -111,6 +116,11 @@ impl GitVcs {
     /// reads do not count.
     pub fn blob_reads(&self) -> u64 {
         self.blob_reads.load(Ordering::Relaxed)
+    }
+
+    /// How many times [`Vcs::tracked`] has read the index so far.
+    pub fn index_reads(&self) -> u64 {
+        self.index_reads.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Repository> {
@@ -513,6 +523,84 @@ impl GitVcs {
         Ok(CommitId::new(id.to_string()))
     }
 
+    /// Where [`Vcs::tracked`] keeps its last answer: this checkout's git dir,
+    /// beside the index it describes.
+    fn tracked_cache(&self) -> KeyedCache {
+        KeyedCache {
+            file: self.git_dir.join(TRACKED_CACHE),
+            tag: TRACKED_CACHE_TAG,
+            max: 1 << 20,
+        }
+    }
+
+    /// What [`Vcs::tracked`]'s answer for `paths` depends on: the commit HEAD
+    /// names and the index file's identity (device, inode, size, modified
+    /// and changed times: git replaces the index by renaming a new file over
+    /// it, and nothing sets a file's change time back). Read before the
+    /// index, so a change during the read shows in the next key. `None`
+    /// when either cannot be read: then nothing is remembered.
+    fn tracked_key(&self, paths: &[&str]) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let head = match self.lock().refname_to_id("HEAD") {
+            Ok(oid) => oid.to_string(),
+            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
+                "unborn".to_string()
+            }
+            Err(_) => return None,
+        };
+        let index = match fs::symlink_metadata(self.git_dir.join("index")) {
+            Ok(md) => format!(
+                "{} {} {} {}.{} {}.{}",
+                md.dev(),
+                md.ino(),
+                md.size(),
+                md.mtime(),
+                md.mtime_nsec(),
+                md.ctime(),
+                md.ctime_nsec()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "none".to_string(),
+            Err(_) => return None,
+        };
+        Some(format!(
+            "{head} {index} {}",
+            serde_json::to_string(paths).ok()?
+        ))
+    }
+
+    /// Which of `paths` the index or HEAD's tree has, read from them.
+    fn tracked_in_index(&self, paths: &[&str]) -> Result<Vec<String>> {
+        self.index_reads.fetch_add(1, Ordering::Relaxed);
+        let repo = self.lock();
+        let mut index = repo.index().map_err(VcsError::git("reading the index"))?;
+        index
+            .read(false)
+            .map_err(VcsError::git("reading the index"))?;
+        let head_tree = match repo.head() {
+            Ok(h) => Some(
+                h.peel_to_tree()
+                    .map_err(VcsError::git("reading HEAD's tree"))?,
+            ),
+            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
+                None
+            }
+            Err(e) => return Err(VcsError::git("reading HEAD")(e)),
+        };
+        let mut out = Vec::new();
+        for &given in paths {
+            let path = normalize_path(given)?;
+            let in_index = (0..=3).any(|stage| index.get_path(Path::new(&path), stage).is_some())
+                || index.find_prefix(Path::new(&format!("{path}/"))).is_ok();
+            let in_head = head_tree
+                .as_ref()
+                .is_some_and(|t| t.get_path(Path::new(&path)).is_ok());
+            if in_index || in_head {
+                out.push(given.to_owned());
+            }
+        }
+        Ok(out)
+    }
+
     /// Stage `paths` into `partial` (HEAD's tree already read into it), write
     /// it, and write its tree: the tree's id.
     ///
@@ -682,6 +770,10 @@ fn copy_staged(from: &git2::Index, to: &mut git2::Index, paths: &[String]) -> Re
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// [`GitVcs::tracked_cache`]'s file in the git dir, and its format's tag.
+const TRACKED_CACHE: &str = "tether-tracked";
+const TRACKED_CACHE_TAG: &str = "tether-tracked 1\t";
 
 /// From this many paths a commit writes its objects as one pack
 /// ([`GitVcs::stage_and_write_tree`]); fewer are written loose, as git does,
@@ -931,34 +1023,25 @@ impl Vcs for GitVcs {
     }
 
     fn tracked(&self, paths: &[&str]) -> Result<Vec<String>> {
-        let repo = self.lock();
-        let mut index = repo.index().map_err(VcsError::git("reading the index"))?;
-        index
-            .read(false)
-            .map_err(VcsError::git("reading the index"))?;
-        let head_tree = match repo.head() {
-            Ok(h) => Some(
-                h.peel_to_tree()
-                    .map_err(VcsError::git("reading HEAD's tree"))?,
-            ),
-            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
-                None
-            }
-            Err(e) => return Err(VcsError::git("reading HEAD")(e)),
-        };
-        let mut out = Vec::new();
-        for &given in paths {
-            let path = normalize_path(given)?;
-            let in_index = (0..=3).any(|stage| index.get_path(Path::new(&path), stage).is_some())
-                || index.find_prefix(Path::new(&format!("{path}/"))).is_ok();
-            let in_head = head_tree
-                .as_ref()
-                .is_some_and(|t| t.get_path(Path::new(&path)).is_ok());
-            if in_index || in_head {
-                out.push(given.to_owned());
-            }
+        // Asked on every command (the clone-safety check): answered from the
+        // last answer while HEAD and the index file are the same, since
+        // reading a dataset's index (a megabyte at 10,000 manifests, with
+        // its checksum) was a fifth of an `add`.
+        let cache = self.tracked_cache();
+        let key = self.tracked_key(paths);
+        if let Some(key) = &key
+            && let Some(body) = cache.read(key)
+            && let Ok(answer) = serde_json::from_str::<Vec<String>>(&body)
+        {
+            return Ok(answer);
         }
-        Ok(out)
+        let answer = self.tracked_in_index(paths)?;
+        if let Some(key) = key
+            && let Ok(body) = serde_json::to_string(&answer)
+        {
+            cache.write(&key, &body);
+        }
+        Ok(answer)
     }
 
     fn changes(&self) -> Result<Vec<PathChange>> {

@@ -47,6 +47,7 @@ use git2::{Oid, Repository, RepositoryOpenFlags};
 use sha2::{Digest, Sha256};
 
 use super::git::{self as gitimpl, HistoryWalk};
+use super::keyed_cache::KeyedCache;
 use super::{
     BranchInfo, CommitId, HeadState, HistoryCommit, PathChange, Result, Vcs, VcsEnv, VcsError,
     VcsKind, WorktreeInfo, normalize_path,
@@ -208,34 +209,12 @@ const VIEW_CACHE_TAG: &str = "tether-view 2\t";
 /// The largest view cache read back (a bigger one is read from jj again).
 const VIEW_CACHE_MAX: u64 = 256 << 20;
 
-/// The cached view text at `file` when it was read at operation heads `key`.
-fn read_view_cache(file: &Path, key: &str) -> Option<String> {
-    use std::io::Read;
-    let f = crate::model::fsutil::open_nofollow(file).ok()?;
-    let mut bytes = Vec::new();
-    f.take(VIEW_CACHE_MAX + 1).read_to_end(&mut bytes).ok()?;
-    if bytes.len() as u64 > VIEW_CACHE_MAX {
-        return None;
-    }
-    let text = String::from_utf8(bytes).ok()?;
-    let (first, rest) = text.split_once('\n')?;
-    (first.strip_prefix(VIEW_CACHE_TAG)? == key).then(|| rest.to_owned())
-}
-
-/// Replace the view cache at `file` (best effort: a cache that cannot be
-/// written is read from jj next time). Written beside it, then renamed, so
-/// a reader sees one whole view or the previous one.
-fn write_view_cache(file: &Path, key: &str, text: &str) {
-    let Some(dir) = file.parent() else { return };
-    let Ok(mut tmp) = tempfile::Builder::new()
-        .prefix(".tether-view-")
-        .tempfile_in(dir)
-    else {
-        return;
-    };
-    let body = format!("{VIEW_CACHE_TAG}{key}\n{text}");
-    if std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok() {
-        let _ = tmp.persist(file);
+/// The view cache of the workspace at `root`.
+fn view_cache(root: &Path) -> KeyedCache {
+    KeyedCache {
+        file: root.join(".jj").join(VIEW_CACHE),
+        tag: VIEW_CACHE_TAG,
+        max: VIEW_CACHE_MAX,
     }
 }
 
@@ -468,9 +447,9 @@ impl JjVcs {
         {
             return Ok(v.clone());
         }
-        let file = self.root.join(".jj").join(VIEW_CACHE);
+        let cache = view_cache(&self.root);
         if !key.is_empty()
-            && let Some(text) = read_view_cache(&file, &key)
+            && let Some(text) = cache.read(&key)
             && let Ok(view) = View::parse(&text)
         {
             let view = Arc::new(view);
@@ -485,7 +464,7 @@ impl JjVcs {
         // Key by the heads seen *before* the read: an operation landing during it
         // changes the heads and forces a re-read next time.
         if !key.is_empty() {
-            write_view_cache(&file, &key, &text);
+            cache.write(&key, &text);
         }
         *cached = Some((key, view.clone()));
         Ok(view)

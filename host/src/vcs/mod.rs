@@ -23,6 +23,7 @@
 
 pub mod git;
 pub mod jj;
+mod keyed_cache;
 pub mod pin_push;
 
 use std::collections::BTreeMap;

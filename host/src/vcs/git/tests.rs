@@ -619,6 +619,44 @@ fn tracked_reports_head_and_index_entries() {
 }
 
 #[test]
+fn tracked_reads_the_index_again_only_when_it_or_head_changed() {
+    let fx = fixture();
+    fx.write("a", "a\n");
+    fx.commit_all("base");
+    let paths = [".tether/secrets.toml", ".tether/cache"];
+    let ask = |want: &[&str]| {
+        // A new adapter each time, as each command opens one.
+        let vcs = fx.open();
+        assert_eq!(vcs.tracked(&paths).unwrap(), want);
+        vcs.index_reads()
+    };
+    assert_eq!(ask(&[]), 1);
+    assert_eq!(ask(&[]), 0);
+    // Other paths are another question (one answer is remembered: tether
+    // always asks about the same files).
+    assert_eq!(fx.open().tracked(&["a"]).unwrap(), ["a"]);
+    assert_eq!(ask(&[]), 1);
+    assert_eq!(ask(&[]), 0);
+    // Staged: the index file is replaced.
+    fx.write(".tether/secrets.toml", "s\n");
+    fx.g(&["add", "-f", ".tether/secrets.toml"]);
+    assert_eq!(ask(&[".tether/secrets.toml"]), 1);
+    assert_eq!(ask(&[".tether/secrets.toml"]), 0);
+    // In HEAD only: HEAD moved and the index changed.
+    fx.g(&["commit", "-q", "-m", "secrets"]);
+    fx.g(&["rm", "-q", "--cached", ".tether/secrets.toml"]);
+    assert_eq!(ask(&[".tether/secrets.toml"]), 1);
+    // HEAD moved back by a reset that leaves the index file alone.
+    fx.g(&["reset", "-q", "--soft", "HEAD~1"]);
+    assert_eq!(ask(&[]), 1);
+    // Without its cache file, the index is read again.
+    let cache = fx.repo.join(".git/tether-tracked");
+    assert!(cache.is_file());
+    fs::remove_file(&cache).unwrap();
+    assert_eq!(ask(&[]), 1);
+}
+
+#[test]
 fn changes_and_clean_except() {
     let fx = fixture();
     fx.write("a", "a\n");
