@@ -393,9 +393,7 @@ impl GitVcs {
                 head.peel_to_commit()
                     .map_err(VcsError::git("reading HEAD"))?,
             ),
-            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
-                None
-            }
+            Err(e) if no_head_yet(&e) => None,
             Err(e) => return Err(VcsError::git("reading HEAD")(e)),
         };
         let parent_tree = match &parent {
@@ -543,9 +541,7 @@ impl GitVcs {
         use std::os::unix::fs::MetadataExt;
         let head = match self.lock().refname_to_id("HEAD") {
             Ok(oid) => oid.to_string(),
-            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
-                "unborn".to_string()
-            }
+            Err(e) if no_head_yet(&e) => "unborn".to_string(),
             Err(_) => return None,
         };
         let index = match fs::symlink_metadata(self.git_dir.join("index")) {
@@ -581,9 +577,7 @@ impl GitVcs {
                 h.peel_to_tree()
                     .map_err(VcsError::git("reading HEAD's tree"))?,
             ),
-            Err(e) if e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound => {
-                None
-            }
+            Err(e) if no_head_yet(&e) => None,
             Err(e) => return Err(VcsError::git("reading HEAD")(e)),
         };
         let mut out = Vec::new();
@@ -621,19 +615,13 @@ impl GitVcs {
         let staging = match packed {
             true => {
                 own = self.reopen()?;
+                // The backend stays with the handle's object database.
+                own.odb()
+                    .and_then(|odb| odb.add_new_mempack_backend(MEMPACK_PRIORITY).map(drop))
+                    .map_err(VcsError::git("preparing the commit's objects"))?;
                 &own
             }
             false => repo,
-        };
-        let odb = staging
-            .odb()
-            .map_err(VcsError::git("opening the object database"))?;
-        let mempack = match packed {
-            true => Some(
-                odb.add_new_mempack_backend(MEMPACK_PRIORITY)
-                    .map_err(VcsError::git("preparing the commit's objects"))?,
-            ),
-            false => None,
         };
         staging
             .set_index(partial)
@@ -645,10 +633,8 @@ impl GitVcs {
         let tree = partial
             .write_tree_to(staging)
             .map_err(VcsError::git("writing the commit's tree"))?;
-        if mempack.is_some() {
-            self.write_pack(repo, staging, partial, tree, paths)?;
-        }
         if packed {
+            self.write_pack(repo, staging, partial, tree, paths)?;
             // The index goes on with the commit's own handle (hooks, tree).
             repo.set_index(partial)
                 .map_err(VcsError::git("preparing the commit's index"))?;
@@ -774,6 +760,12 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// [`GitVcs::tracked_cache`]'s file in the git dir, and its format's tag.
 const TRACKED_CACHE: &str = "tether-tracked";
 const TRACKED_CACHE_TAG: &str = "tether-tracked 1\t";
+
+/// Whether reading HEAD failed only because no commit exists yet (an unborn
+/// branch, or no HEAD reference).
+fn no_head_yet(e: &git2::Error) -> bool {
+    e.code() == ErrorCode::UnbornBranch || e.code() == ErrorCode::NotFound
+}
 
 /// From this many paths a commit writes its objects as one pack
 /// ([`GitVcs::stage_and_write_tree`]); fewer are written loose, as git does,
