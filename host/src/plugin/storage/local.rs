@@ -127,8 +127,9 @@ impl LocalBucket {
             })
     }
 
-    /// Take the cross-process lock of the object at `rel`, whose parent
-    /// directory must exist. Released when the returned file is dropped.
+    /// Take the cross-process lock that guards the object at `rel`: the lock
+    /// of its parent directory, which must exist. Released when the returned
+    /// file is dropped.
     ///
     /// One lock covers a directory of the store, not one object: a lock file
     /// per key ever written grew the lock directory by one file per pin
