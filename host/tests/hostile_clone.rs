@@ -34,6 +34,17 @@ const COMMANDS: &[&[&str]] = &[
     &["ops"],
 ];
 
+/// The commands of [`COMMANDS`] that list the working copy's manifests
+/// before anything else can stop them in a fresh clone (`verify
+/// --all-history` reads the committed ones from the VCS).
+const MANIFEST_READERS: &[&[&str]] = &[
+    &["status"],
+    &["status", "--snapshot"],
+    &["new", "main"],
+    &["new", "-b", "feature"],
+    &["gc", "--no-dry-run"],
+];
+
 /// The attacker's source dataset, its clone, and what must stay untouched.
 struct Attack {
     d: Dataset,
@@ -220,6 +231,33 @@ impl Attack {
         assert!(!self.ran.exists(), "the attacker's program ran: {what}");
     }
 
+    /// `tether ARGS` in the clone, whatever it answers, changes nothing in
+    /// the sentinel tree or the store (it may write the dataset's own
+    /// files: `plugin pin` writes `tether.toml`) and runs nothing of the
+    /// attacker's.
+    fn untouched(&self, args: &[&str]) {
+        let sentinel = || {
+            let mut h = Sha256::new();
+            for dir in [&self.outside, &self.store.root] {
+                digest_tree(&mut h, dir, dir, &[]);
+            }
+            hex::encode(h.finalize())
+        };
+        let before = sentinel();
+        let out = self.tether(args);
+        let what = format!(
+            "tether {} in the clone:\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+        assert_eq!(
+            sentinel(),
+            before,
+            "the sentinel tree and store are unchanged: {what}"
+        );
+        assert!(!self.ran.exists(), "the attacker's program ran: {what}");
+    }
+
     /// Every command of [`COMMANDS`] is refused naming `says`.
     fn all_refused(&self, says: &[&str]) {
         let tags = self.store.tags();
@@ -362,7 +400,10 @@ fn a_linked_dot_tether_is_refused(vcs: Vcs) {
 /// tracked link to a sentinel directory outside the dataset: `add`,
 /// `commit`, `status --snapshot`, `verify --all-history` and `plugin pin
 /// --vendor` would read and write there. Every command is refused naming
-/// the link, and the sentinel tree is unchanged.
+/// the link, and the sentinel tree is unchanged. The one exception is an
+/// `add` beside a link deep in `objects/`: it touches only the manifest it
+/// writes (it lists no other), so it is refused only when its key goes
+/// through the link.
 fn linked_directories_in_dot_tether_are_refused(vcs: Vcs) {
     for name in ["objects", "listings", "cache", "plugins", "objects/zarr"] {
         let a = Attack::new(vcs);
@@ -387,12 +428,36 @@ fn linked_directories_in_dot_tether_are_refused(vcs: Vcs) {
             "the clone has {at} as a link"
         );
         let shown = a.clone.join(&at).display().to_string();
-        a.all_refused(&[&shown, "symbolic link"]);
         let add = format!("system={}", a.store.root.display());
-        a.refused(
-            &["add", "other", "--kind", "memory", "--set", &add],
-            &[&shown],
-        );
+        if name == "objects/zarr" {
+            // `check_dot_dir` does not walk `objects/`: every command that
+            // lists the manifests refuses the link as it meets it, and the
+            // others (which read none) change nothing outside.
+            let tags = a.store.tags();
+            for args in COMMANDS {
+                if MANIFEST_READERS.contains(args) {
+                    a.refused(args, &[&shown, "symbolic link"]);
+                } else {
+                    a.untouched(args);
+                }
+            }
+            assert_eq!(a.store.tags(), tags, "nothing was pinned");
+            a.refused(
+                &["add", "zarr/other", "--kind", "memory", "--set", &add],
+                &[&shown, "symbolic link"],
+            );
+            let before = a.outside_digest();
+            let out = a.tether(&["add", "other", "--kind", "memory", "--set", &add]);
+            assert!(out.status.success(), "{}", describe(&out));
+            assert_eq!(a.outside_digest(), before, "add wrote only its manifest");
+            assert!(a.clone.join(".tether/objects/other.toml").is_file());
+        } else {
+            a.all_refused(&[&shown, "symbolic link"]);
+            a.refused(
+                &["add", "other", "--kind", "memory", "--set", &add],
+                &[&shown],
+            );
+        }
     }
 }
 

@@ -247,6 +247,31 @@ pub fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The bytes of `path` as [`read_nofollow`] reads them, refused with
+/// `InvalidData` when there are more than `max` (a clone chooses how big
+/// the files under `.tether/` are).
+pub fn read_nofollow_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_nofollow(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `bytes` as text, or the error naming `path` when they are not UTF-8.
+pub fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|_| {
+        ModelError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+        )
+    })
+}
+
 /// Whether `e` is what opening a symbolic link with `O_NOFOLLOW` fails with.
 pub fn is_link_error(e: &std::io::Error) -> bool {
     #[cfg(unix)]
@@ -295,12 +320,7 @@ pub fn io_error(path: &Path, e: std::io::Error) -> ModelError {
 /// or a special file is refused, never followed.
 pub fn read_optional(path: &Path) -> Result<Option<String>> {
     match read_nofollow(path) {
-        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
-            ModelError::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
-            )
-        }),
+        Ok(bytes) => utf8(path, bytes).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(path, e)),
     }

@@ -17,8 +17,13 @@
 //! reads any of it [`Layout::check_dot_dir`] walks the directory without
 //! following links and refuses a symbolic link anywhere in it (`.tether`
 //! itself included), a special file, a nested `.git`, or a per-checkout file
-//! that is not a regular file. After that check no path tether builds here can
-//! lead outside `.tether/`; the readers also open with `O_NOFOLLOW`
+//! that is not a regular file. The two directories that grow with the dataset
+//! ([`DATASET_SIZED_DIRS`]: the manifests and the listings) are checked to be
+//! real directories but not walked: the code that lists and opens their
+//! entries applies the same rules to each (`manifest::walk` and its readers,
+//! `listing`'s no-follow reads of flat names), so a command that touches one
+//! manifest does not list ten thousand. After that check no path tether builds
+//! here can lead outside `.tether/`; the readers also open with `O_NOFOLLOW`
 //! (`fsutil`), and the per-checkout files must also be untracked (`Repo::find`).
 
 use std::path::{Path, PathBuf};
@@ -53,6 +58,12 @@ pub const PER_CHECKOUT_DIRS: &[&str] = &["cache"];
 
 /// tether's directories under `.tether/`, which must be real directories.
 pub const DIRS: &[&str] = &["objects", "listings", "cache", "plugins"];
+
+/// The directories of [`DIRS`] whose entries grow with the dataset (a
+/// manifest per object, a listing per directory state): `check_dot_dir`
+/// does not walk them, since every reader of an entry in them checks that
+/// entry itself (see the module doc).
+pub const DATASET_SIZED_DIRS: &[&str] = &["objects", "listings"];
 
 /// Whether `path` (relative to a VCS root, `/`-separated) is one of tether's
 /// per-checkout files, or lies in its cache directory, or is a leftover
@@ -265,8 +276,9 @@ impl Layout {
     /// special file (FIFO, socket, device) or a `.git` (a submodule, whose
     /// files its own repository tracks), a per-checkout file that is not a
     /// regular file, or one of tether's directories that is not a directory.
-    /// The walk never follows a link. A missing `.tether/` is fine: tether
-    /// creates it as a real directory.
+    /// The walk never follows a link, and stops at the
+    /// [`DATASET_SIZED_DIRS`], whose readers check each entry they use. A
+    /// missing `.tether/` is fine: tether creates it as a real directory.
     pub fn check_dot_dir(&self) -> Result<()> {
         let dot = self.dot_dir();
         let md = match std::fs::symlink_metadata(&dot) {
@@ -324,19 +336,33 @@ fn check_tree(dir: &Path, top: bool) -> Result<()> {
             Expect::Either
         };
         if name == ".git" {
-            return Err(ModelError::invalid(
-                fsutil::shown(&path),
-                "is a git repository inside .tether/ (a submodule): its files are tracked by \
-                 that repository, so a clone could supply tether's per-checkout files through \
-                 it. Remove it, then run tether again",
-            ));
+            return Err(nested_repository(&path));
         }
         check_entry(&path, ft, expect)?;
-        if ft.is_dir() {
+        if ft.is_dir() && !(top && DATASET_SIZED_DIRS.contains(&name.as_ref())) {
             check_tree(&path, false)?;
         }
     }
     Ok(())
+}
+
+/// The refusal for a `.git` under `.tether/`.
+pub(crate) fn nested_repository(path: &Path) -> ModelError {
+    ModelError::invalid(
+        fsutil::shown(path),
+        "is a git repository inside .tether/ (a submodule): its files are tracked by that \
+         repository, so a clone could supply tether's files through it. Remove it, then run \
+         tether again",
+    )
+}
+
+/// The refusal for a FIFO, socket or device under `.tether/`.
+pub(crate) fn special_file(path: &Path) -> ModelError {
+    ModelError::invalid(
+        fsutil::shown(path),
+        "is a special file (a FIFO, socket or device); tether keeps only regular files \
+         and directories under .tether/. Remove it, then run tether again",
+    )
 }
 
 fn check_entry(path: &Path, ft: std::fs::FileType, expect: Expect) -> Result<()> {
@@ -348,11 +374,7 @@ fn check_entry(path: &Path, ft: std::fs::FileType, expect: Expect) -> Result<()>
     } else if ft.is_file() {
         "a regular file"
     } else {
-        return Err(ModelError::invalid(
-            fsutil::shown(path),
-            "is a special file (a FIFO, socket or device); tether keeps only regular files \
-             and directories under .tether/. Remove it, then run tether again",
-        ));
+        return Err(special_file(path));
     };
     let wanted = match expect {
         Expect::Dir if !ft.is_dir() => "a directory",
@@ -491,12 +513,14 @@ mod tests {
             ("listings", true),
             ("cache", true),
             ("plugins", true),
-            ("objects/zarr/deep", true),
+            ("cache/deep", true),
+            ("plugins/x.wasm", false),
             ("lock", false),
             ("workspace.toml", false),
             ("ops.jsonl", false),
         ] {
             let at = l.dot_dir().join(name);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
             symlink(
                 if is_dir {
                     outside.clone()
@@ -509,6 +533,9 @@ mod tests {
             let msg = refused("symbolic link");
             assert!(msg.contains(name), "{msg}");
             std::fs::remove_file(&at).unwrap();
+        }
+        for made in ["cache", "plugins"] {
+            std::fs::remove_dir(l.dot_dir().join(made)).unwrap();
         }
         std::fs::remove_file(l.secrets_file()).unwrap();
         std::fs::create_dir(l.secrets_file()).unwrap();
@@ -531,6 +558,20 @@ mod tests {
         refused("special file");
         std::fs::remove_file(l.lock_file()).unwrap();
         l.check_dot_dir().unwrap();
+
+        // The directories that grow with the dataset are checked to be real
+        // directories, not walked: their readers check each entry they use
+        // (`manifest`'s tests), so a command touching one manifest does not
+        // list them all.
+        symlink(&outside, l.objects_dir().join("zarr/deep")).unwrap();
+        std::fs::create_dir_all(l.listings_dir().join(".git")).unwrap();
+        l.check_dot_dir().unwrap();
+        assert!(
+            crate::model::manifest::read_all(&l.objects_dir())
+                .unwrap_err()
+                .to_string()
+                .contains("symbolic link")
+        );
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     }
 

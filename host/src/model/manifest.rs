@@ -45,6 +45,7 @@ use super::error::{ModelError, Result};
 use super::fsutil;
 use super::ids;
 use super::key::validate_key;
+use super::layout::{nested_repository, special_file};
 use super::policy::Policy;
 use super::time::parse_timestamp;
 use super::toml_json::{self, strip_nulls_map};
@@ -459,8 +460,21 @@ pub fn manifest_exists(objects_dir: &Path, key: &str) -> Result<bool> {
 pub fn read_manifest(objects_dir: &Path, key: &str) -> Result<Manifest> {
     validate_key(key)?;
     let path = manifest_path(objects_dir, key);
-    let text = std::fs::read_to_string(&path).map_err(|e| ModelError::io(&path, e))?;
-    Manifest::parse(&text, key, &path)
+    check_no_linked_dirs(objects_dir, &path)?;
+    read_manifest_file(&path, key)
+}
+
+/// The largest manifest file read. A manifest is a few hundred bytes of
+/// TOML; the bound keeps a clone's giant file from being read whole.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// Parse the manifest of `key` at `path`: opened without following a link,
+/// only a regular file, at most [`MAX_MANIFEST_BYTES`]. `check_dot_dir` does
+/// not walk `objects/`, so this is where its files are checked.
+fn read_manifest_file(path: &Path, key: &str) -> Result<Manifest> {
+    let bytes = fsutil::read_nofollow_bounded(path, MAX_MANIFEST_BYTES)
+        .map_err(|e| fsutil::io_error(path, e))?;
+    Manifest::parse(&fsutil::utf8(path, bytes)?, key, path)
 }
 
 /// Write one object's manifest atomically.
@@ -543,10 +557,7 @@ pub fn read_all(objects_dir: &Path) -> Result<BTreeMap<String, Manifest>> {
         found.push((key, path.to_path_buf()));
         Ok(())
     })?;
-    let read = |(key, path): &(String, PathBuf)| -> Result<Manifest> {
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
-        Manifest::parse(&text, key, path)
-    };
+    let read = |(key, path): &(String, PathBuf)| read_manifest_file(path, key);
     let parsed: Vec<Result<Manifest>> = if found.len() < PARALLEL_READ_FROM {
         found.iter().map(read).collect()
     } else {
@@ -592,7 +603,9 @@ pub fn keys(objects_dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Call `found(key, path)` for every manifest file under `dir` (`base` is
-/// the objects directory the keys are relative to).
+/// the objects directory the keys are relative to). `Layout::check_dot_dir`
+/// does not walk `objects/`, so this walk refuses what it would have: a
+/// link, a special file or a nested `.git`, anywhere below.
 fn walk(base: &Path, dir: &Path, found: &mut dyn FnMut(String, &Path) -> Result<()>) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| ModelError::io(dir, e))?;
     for entry in entries {
@@ -606,14 +619,20 @@ fn walk(base: &Path, dir: &Path, found: &mut dyn FnMut(String, &Path) -> Result<
                 "file name is not UTF-8, so it cannot be an object key; rename or remove it",
             ));
         };
-        if name.starts_with(fsutil::TEMP_PREFIX) {
-            continue;
+        if name == ".git" {
+            return Err(nested_repository(&path));
         }
         if ft.is_symlink() {
             return Err(ModelError::invalid(
-                &path,
+                fsutil::shown(&path),
                 "is a symbolic link; manifests must be regular files under .tether/objects/ (remove the link)",
             ));
+        }
+        if !ft.is_dir() && !ft.is_file() {
+            return Err(special_file(&path));
+        }
+        if name.starts_with(fsutil::TEMP_PREFIX) {
+            continue;
         }
         if ft.is_dir() {
             walk(base, &path, found)?;
@@ -824,6 +843,71 @@ ref = "tether.0a1b2c3d.e7a279c1973a37ef"
                     .contains("symbolic link")
             );
         }
+    }
+
+    /// `check_dot_dir` does not walk `objects/`, so its readers refuse on
+    /// their own what a clone could plant there: a link (to a file or a
+    /// directory, at any depth, for `read_all`, `keys` and one read), a
+    /// FIFO (whose read would wait forever), a nested `.git`, and a file
+    /// too big to be a manifest. Nothing outside is read.
+    #[cfg(unix)]
+    #[test]
+    fn readers_refuse_links_special_files_and_giants_in_objects() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path().join("objects");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        std::fs::write(outside.join("x.toml"), COMMITTED).unwrap();
+        std::fs::write(outside.join("sub/y.toml"), COMMITTED).unwrap();
+        write_manifest(&objects, "a/b/ok", &committed()).unwrap();
+        let refused_by_all = |what: &str| {
+            for e in [
+                read_all(&objects).map(|_| ()).unwrap_err(),
+                keys(&objects).map(|_| ()).unwrap_err(),
+            ] {
+                assert_eq!(e.class(), "ConfigError", "{e}");
+                assert!(e.to_string().contains(what), "{what}: {e}");
+            }
+        };
+
+        symlink(outside.join("x.toml"), objects.join("a/b/x.toml")).unwrap();
+        refused_by_all("symbolic link");
+        let e = read_manifest(&objects, "a/b/x").unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::remove_file(objects.join("a/b/x.toml")).unwrap();
+
+        symlink(outside.join("sub"), objects.join("a/sub")).unwrap();
+        refused_by_all("symbolic link");
+        let e = read_manifest(&objects, "a/sub/y").unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::remove_file(objects.join("a/sub")).unwrap();
+
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            objects.join("a/fifo.toml"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        refused_by_all("special file");
+        let e = read_manifest(&objects, "a/fifo").unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::remove_file(objects.join("a/fifo.toml")).unwrap();
+
+        std::fs::create_dir_all(objects.join("a/.git")).unwrap();
+        refused_by_all("submodule");
+        std::fs::remove_dir(objects.join("a/.git")).unwrap();
+
+        let giant = format!("{COMMITTED}#{}\n", "x".repeat(MAX_MANIFEST_BYTES as usize));
+        std::fs::write(objects.join("big.toml"), giant).unwrap();
+        let e = read_all(&objects).unwrap_err().to_string();
+        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        std::fs::remove_file(objects.join("big.toml")).unwrap();
+
+        assert_eq!(read_all(&objects).unwrap().len(), 1);
+        assert_eq!(keys(&objects).unwrap(), ["a/b/ok"]);
     }
 
     #[test]

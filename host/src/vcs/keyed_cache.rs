@@ -5,7 +5,6 @@
 //! a cache that cannot be read is recomputed, one that cannot be written is
 //! not kept.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 pub(crate) struct KeyedCache {
@@ -21,12 +20,7 @@ impl KeyedCache {
     /// The body, when the file was written under `key`. Read without
     /// following a link and only up to `max` bytes.
     pub fn read(&self, key: &str) -> Option<String> {
-        let f = crate::model::fsutil::open_nofollow(&self.file).ok()?;
-        let mut bytes = Vec::new();
-        f.take(self.max + 1).read_to_end(&mut bytes).ok()?;
-        if bytes.len() as u64 > self.max {
-            return None;
-        }
+        let bytes = crate::model::fsutil::read_nofollow_bounded(&self.file, self.max).ok()?;
         let text = String::from_utf8(bytes).ok()?;
         let (first, rest) = text.split_once('\n')?;
         (first.strip_prefix(self.tag)? == key).then(|| rest.to_owned())
