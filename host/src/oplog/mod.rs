@@ -251,16 +251,23 @@ impl OpEntry {
 /// order is its line order, not the ids'. Ids written by earlier versions (8
 /// hex of the start time, then 4 random) have the same shape and stay valid.
 pub fn new_op_id() -> String {
+    random_op_id().unwrap_or_else(clock_op_id)
+}
+
+/// 12 hex from the OS's entropy source, `None` when it has none.
+fn random_op_id() -> Option<String> {
     let mut rnd = [0u8; 6];
-    if getrandom::fill(&mut rnd).is_err() {
-        // No entropy is no reason to refuse a command: the clock's nanoseconds
-        // and the pid still differ between operations, and `start` makes the
-        // id unique within the log.
-        let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64;
-        let mixed = nanos.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9);
-        rnd.copy_from_slice(&mixed.to_le_bytes()[..6]);
-    }
-    hex::encode(rnd)
+    getrandom::fill(&mut rnd).ok()?;
+    Some(hex::encode(rnd))
+}
+
+/// No entropy is no reason to refuse a command: the clock's nanoseconds and
+/// the pid still differ between operations, and [`Journal::start`] makes
+/// such an id unique within the log.
+fn clock_op_id() -> String {
+    let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default() as u64;
+    let mixed = nanos.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9);
+    hex::encode(&mixed.to_le_bytes()[..6])
 }
 
 /// The fewest leading characters an op id is shown with, even when fewer
@@ -383,15 +390,20 @@ impl Journal {
 
     /// [`Journal::begin`] with everything a `started` record can hold.
     pub fn start(&self, op: NewOp) -> Result<OpHandle, OplogError> {
-        // The log's bytes, not its records (parsing every entry to start one
-        // made each command cost as much as the log is long), and streamed
-        // through one small buffer: a log of long commits is tens of MB.
-        let id = match crate::model::fsutil::open_nofollow(&self.path) {
-            Ok(mut file) => {
-                unique_id(&mut file, new_op_id).map_err(|e| OplogError::io(&self.path, e))?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_op_id(),
-            Err(e) => return Err(OplogError::io(&self.path, e)),
+        // 48 bits from the OS's entropy source are unique without a look at
+        // the log: with a million entries in it, a new id repeats one with
+        // odds of 1 in 280 million. The log is tens of MB after a few commits
+        // of thousands of objects, and reading it cost every command as much
+        // as the log is long. Only the clock's ids are checked against it.
+        let id = match random_op_id() {
+            Some(id) => id,
+            None => match crate::model::fsutil::open_nofollow(&self.path) {
+                Ok(mut file) => {
+                    unique_id(&mut file, clock_op_id).map_err(|e| OplogError::io(&self.path, e))?
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => clock_op_id(),
+                Err(e) => return Err(OplogError::io(&self.path, e)),
+            },
         };
         let record = json!({
             "record": "started",
@@ -687,6 +699,11 @@ impl Wave {
     }
 }
 
+/// How many times this process searched a log for an id ([`unique_id`]):
+/// what shows that starting an operation does not read the log.
+pub(crate) static LOG_SCANS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 /// A fresh id from `fresh` that appears nowhere in the log `log`: stricter
 /// than "no `started` record has it" (an id quoted anywhere, in a progress
 /// record or a torn line, is passed over too), and a byte search instead of a
@@ -697,6 +714,7 @@ fn unique_id<R: std::io::Read + std::io::Seek>(
     log: &mut R,
     mut fresh: impl FnMut() -> String,
 ) -> std::io::Result<String> {
+    LOG_SCANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     const CHUNK: usize = 1 << 20;
     let mut buf = vec![0u8; CHUNK];
     loop {
