@@ -275,6 +275,19 @@ pub fn main() -> ExitCode {
         Ok(ctx) => ctx,
         Err(e) => return output::fail(&e, json),
     };
+    if cli.command.calls_plugins() {
+        // The wasm engine (a few milliseconds: its instance pool and the
+        // host's interfaces) is built on another core while this one finds
+        // the dataset and reads its files; the first plugin call takes it
+        // from there, or waits for it. Started after `Ctx::new`, which may
+        // change the process's directory before any thread starts.
+        let _ = std::thread::Builder::new()
+            .name("tether-engine".into())
+            .spawn(|| {
+                // A failure is the first plugin call's to report.
+                let _ = crate::plugin::Runtime::global();
+            });
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -352,6 +365,30 @@ impl Command {
                 | Command::Recover(_)
                 | Command::Completion(_)
         )
+    }
+
+    /// Whether the command calls a plugin whatever the dataset holds (a
+    /// `status` without `--snapshot` may answer from its cache alone).
+    fn calls_plugins(&self) -> bool {
+        match self {
+            Command::Status(a) => a.snapshot(),
+            Command::Add(_)
+            | Command::Backends(_)
+            | Command::Snapshot(_)
+            | Command::Commit(_)
+            | Command::Pull(_)
+            | Command::New(_)
+            | Command::Open(_)
+            | Command::Restore(_)
+            | Command::Promote(_)
+            | Command::Verify(_)
+            | Command::Gc(_)
+            | Command::Drop(_)
+            | Command::Export(_)
+            | Command::Publish(_)
+            | Command::Import(_) => true,
+            _ => false,
+        }
     }
 
     /// Whether the command was asked for `--json`: its errors are then

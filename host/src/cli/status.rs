@@ -21,6 +21,13 @@ pub struct Args {
     pub(super) json: bool,
 }
 
+impl Args {
+    /// Whether `--snapshot` was given: every object's backend is asked.
+    pub(super) fn snapshot(&self) -> bool {
+        self.snapshot
+    }
+}
+
 pub async fn run(ctx: &Ctx, args: Args) -> Result<Exit> {
     let repo = ctx.repo()?;
     let mode = if args.snapshot {
