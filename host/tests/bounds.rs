@@ -1,6 +1,7 @@
 //! Bounds on what a clone or a store can make tether print or hold (issue
-//! 29, point 6), through the `tether` binary: a syntax error in a 50 MB
-//! one-line manifest is reported in a few hundred bytes; control characters
+//! 29, point 6), through the `tether` binary: a syntax error in a 1 MB
+//! one-line manifest is reported in a few hundred bytes, and a 50 MB one is
+//! refused unread; control characters
 //! in a manifest line or a locator are shown escaped, on stdout and stderr
 //! alike, while `--json` still carries them exactly; and a store object
 //! larger than the plugin's memory limit is refused by the host, with the
@@ -44,9 +45,11 @@ fn run_with(d: &Dataset, env: &[(&str, &str)], args: &[&str]) -> Output {
 fn a_50_mb_one_line_manifest_gets_a_bounded_error() {
     let (d, _) = with_memory();
     let objects = d.root().join(".tether/objects");
-    let line = "x".repeat(50 << 20);
+    // Just under the 1 MiB a manifest may be (a bigger file is refused
+    // unread, below).
+    let line = "x".repeat(1000 << 10);
     // A syntax error far into the line; a line that is valid TOML but holds
-    // a 50 MB kind (a name of lowercase letters, too long to be one); and a
+    // a 1 MB kind (a name of lowercase letters, too long to be one); and a
     // kind of characters no kind has: each is reported with an excerpt.
     for (name, text, says) in [
         (
@@ -91,6 +94,28 @@ fn a_50_mb_one_line_manifest_gets_a_bounded_error() {
         }
         std::fs::remove_file(objects.join(name)).unwrap();
     }
+    // 50 MB on one line is not read at all: refused by its size.
+    std::fs::write(
+        objects.join("giant.toml"),
+        format!("kind = \"memory\" {}\n", "x".repeat(50 << 20)),
+    )
+    .unwrap();
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["commit", "-m", "x"],
+    ] {
+        let out = d.tether(args);
+        let what = format!("tether {}", args.join(" "));
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", out.status);
+        let err = stderr(&out);
+        assert!(err.len() < 2048, "{what}: {} bytes of stderr", err.len());
+        assert!(
+            err.contains("giant.toml: is larger than 1048576 bytes"),
+            "{what}: {err}"
+        );
+    }
+    std::fs::remove_file(objects.join("giant.toml")).unwrap();
     d.ok(&["status"]);
 }
 

@@ -472,8 +472,19 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// only a regular file, at most [`MAX_MANIFEST_BYTES`]. `check_dot_dir` does
 /// not walk `objects/`, so this is where its files are checked.
 fn read_manifest_file(path: &Path, key: &str) -> Result<Manifest> {
-    let bytes = fsutil::read_nofollow_bounded(path, MAX_MANIFEST_BYTES)
-        .map_err(|e| fsutil::io_error(path, e))?;
+    let bytes = fsutil::read_nofollow_bounded(path, MAX_MANIFEST_BYTES).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            ModelError::invalid(
+                fsutil::shown(path),
+                format!(
+                    "is larger than {MAX_MANIFEST_BYTES} bytes, far more than a manifest holds: \
+                     restore it from the VCS or remove it"
+                ),
+            )
+        } else {
+            fsutil::io_error(path, e)
+        }
+    })?;
     Manifest::parse(&fsutil::utf8(path, bytes)?, key, path)
 }
 
@@ -903,7 +914,7 @@ ref = "tether.0a1b2c3d.e7a279c1973a37ef"
         let giant = format!("{COMMITTED}#{}\n", "x".repeat(MAX_MANIFEST_BYTES as usize));
         std::fs::write(objects.join("big.toml"), giant).unwrap();
         let e = read_all(&objects).unwrap_err().to_string();
-        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        assert!(e.contains("big.toml: is larger than 1048576 bytes"), "{e}");
         std::fs::remove_file(objects.join("big.toml")).unwrap();
 
         assert_eq!(read_all(&objects).unwrap().len(), 1);
