@@ -8,6 +8,7 @@
 //!   once per put (counted from the sync log, `RUST_LOG=tether::sync=debug`);
 //! - a commit killed half-way through pinning 1,000 objects re-runs to the
 //!   pins and manifests its plan named, the pins it made counted as made;
+//! - a commit of 1,200 objects lands under a limit of 256 open files;
 //! - under jj, a `status` while jj's operation heads stand starts no jj
 //!   process, and one after any jj operation (here or in another workspace,
 //!   `jj undo`) starts one;
@@ -46,6 +47,65 @@ pub(crate) fn many(d: &Dataset, n: usize) -> Vec<MemoryStore> {
         std::fs::write(objects.join(format!("o{i:05}.toml")), text).unwrap();
     }
     stores
+}
+
+/// A commit of more objects than the process may hold open files lands:
+/// nothing in it keeps a descriptor per object (the staged manifests were
+/// once each an open temporary file, so 1,024 objects, the usual limit,
+/// failed with "too many open files"), and a status and a second commit
+/// of them all work under the same limit.
+#[test]
+fn a_commit_of_more_objects_than_open_files_allowed_lands() {
+    const N: usize = 1200;
+    const OPEN_FILES: u64 = 256;
+    let d = Dataset::init();
+    let stores = many(&d, N);
+    let limited = |args: &[&str]| {
+        let mut c = d.command(env!("CARGO_BIN_EXE_tether"), &d.root());
+        c.args(args);
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+        // fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                let limit = rustix::process::Rlimit {
+                    current: Some(OPEN_FILES),
+                    maximum: None,
+                };
+                let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+                rustix::process::setrlimit(
+                    rustix::process::Resource::Nofile,
+                    rustix::process::Rlimit {
+                        maximum: hard.maximum,
+                        ..limit
+                    },
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "tether {} with {OPEN_FILES} open files: {}",
+            args.join(" "),
+            describe(&out)
+        );
+        out
+    };
+    limited(&["commit", "-m", "first pins"]);
+    for (i, s) in stores.iter().enumerate() {
+        assert_eq!(s.tags().len(), 1, "o{i:05} pinned once");
+        s.write(json!({"round": 1}), "round 1");
+    }
+    limited(&["status", "--snapshot"]);
+    limited(&["commit", "-m", "round 1"]);
+    for (i, s) in stores.iter().enumerate() {
+        let key = format!("o{i:05}");
+        assert_eq!(
+            d.manifest(&key)["state"]["snapshot_id"].as_str(),
+            Some(s.head().as_str()),
+            "{key}"
+        );
+    }
 }
 
 /// `tether ARGS` with tether's sync log on: the output, and the files it

@@ -94,7 +94,16 @@ pub fn sync_dir(dir: &Path) {
 /// dirty data; a batch dropped uncommitted leaves its targets untouched.
 #[derive(Default)]
 pub struct AtomicBatch {
-    staged: Vec<(PathBuf, tempfile::NamedTempFile)>,
+    staged: Vec<(PathBuf, Staged)>,
+}
+
+/// A new version written beside its target. Only the first few stay open:
+/// a batch of 10,000 manifests holding a descriptor each would pass the
+/// usual limit of 1,024 open files, and a big batch syncs the filesystem
+/// through its first file instead of each file through its own.
+enum Staged {
+    Open(tempfile::NamedTempFile),
+    Closed(tempfile::TempPath),
 }
 
 /// Up to this many files, [`AtomicBatch`] syncs each one as `write_atomic` does.
@@ -108,7 +117,12 @@ impl AtomicBatch {
     /// Write the new version of `path` beside it (not yet in place).
     pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
         let (_, tmp) = stage(path, bytes)?;
-        self.staged.push((path.to_path_buf(), tmp));
+        let staged = if self.staged.len() < BATCH_SYNC_EACH || !cfg!(target_os = "linux") {
+            Staged::Open(tmp)
+        } else {
+            Staged::Closed(tmp.into_temp_path())
+        };
+        self.staged.push((path.to_path_buf(), staged));
         Ok(())
     }
 
@@ -120,28 +134,42 @@ impl AtomicBatch {
     /// rename, with the target's path.
     pub fn commit(self, mut placed: impl FnMut(&Path)) -> Result<()> {
         let few = self.staged.len() <= BATCH_SYNC_EACH || !cfg!(target_os = "linux");
-        if few {
-            for (path, tmp) in &self.staged {
-                sync_file(tmp.as_file(), path, true).map_err(|e| ModelError::io(path, e))?;
+        for (path, staged) in &self.staged {
+            if let Staged::Open(tmp) = staged {
+                if few {
+                    sync_file(tmp.as_file(), path, true).map_err(|e| ModelError::io(path, e))?;
+                } else {
+                    sync_filesystem(tmp.as_file(), path).map_err(|e| ModelError::io(path, e))?;
+                    break;
+                }
             }
-        } else if let Some((path, tmp)) = self.staged.first() {
-            sync_filesystem(tmp.as_file(), path).map_err(|e| ModelError::io(path, e))?;
         }
         let mut dirs: Vec<PathBuf> = Vec::new();
-        let mut last = None;
-        for (path, tmp) in self.staged {
-            let file = tmp
-                .persist(&path)
-                .map_err(|e| ModelError::io(&path, e.error))?;
+        // The first file, kept open to sync the filesystem again.
+        let mut first: Option<(File, PathBuf)> = None;
+        for (path, staged) in self.staged {
+            let file = match staged {
+                Staged::Open(tmp) => Some(
+                    tmp.persist(&path)
+                        .map_err(|e| ModelError::io(&path, e.error))?,
+                ),
+                Staged::Closed(tmp) => {
+                    tmp.persist(&path)
+                        .map_err(|e| ModelError::io(&path, e.error))?;
+                    None
+                }
+            };
             placed(&path);
             if let Some(dir) = path.parent()
                 && !dirs.iter().any(|d| d == dir)
             {
                 dirs.push(dir.to_path_buf());
             }
-            last = Some((file, path));
+            if first.is_none() {
+                first = file.map(|f| (f, path));
+            }
         }
-        match last {
+        match first {
             Some((file, path)) if !few => {
                 sync_filesystem(&file, &path).map_err(|e| ModelError::io(&path, e))?
             }
