@@ -3,12 +3,12 @@
 //! asks synchronously, so they run to completion on the current runtime,
 //! which must be tokio's multi-threaded one (as the CLI's is).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
 use super::repo::Repo;
-use crate::model::{canonical, manifest};
+use crate::model::{Manifest, canonical, manifest};
 use crate::plan::{Plan, Precondition, PreconditionChecker, Store};
 use crate::plugin::{BackendError, fan_out};
 
@@ -223,6 +223,20 @@ type RefAt = (String, String, String);
 pub struct WithRefHeads<'a> {
     checker: Checker<'a>,
     heads: HashMap<RefAt, Result<Option<Value>, String>>,
+    /// The working copy's manifests, when the caller read them under the
+    /// same locks ([`WithRefHeads::with_manifests`]).
+    manifests: Option<&'a BTreeMap<String, Manifest>>,
+}
+
+impl<'a> WithRefHeads<'a> {
+    /// Answer `manifest_hash` from `manifests`, which the caller read under
+    /// the locks the check runs under, instead of reading them again.
+    pub fn with_manifests(self, manifests: &'a BTreeMap<String, Manifest>) -> Self {
+        WithRefHeads {
+            manifests: Some(manifests),
+            ..self
+        }
+    }
 }
 
 fn ref_at(store: &Store, r#ref: &str) -> RefAt {
@@ -274,6 +288,7 @@ impl<'a> Checker<'a> {
         WithRefHeads {
             checker: self,
             heads,
+            manifests: None,
         }
     }
 }
@@ -288,7 +303,10 @@ impl PreconditionChecker for WithRefHeads<'_> {
     }
 
     fn manifest_hash(&mut self) -> Result<String, String> {
-        self.checker.manifest_hash()
+        match self.manifests {
+            Some(m) => Ok(manifest::manifest_hash(m)),
+            None => self.checker.manifest_hash(),
+        }
     }
 
     fn dataset_version(&mut self) -> Result<u64, String> {

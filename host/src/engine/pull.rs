@@ -248,7 +248,18 @@ pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
         other_edits: false,
     };
     let mut landed = CommitReport::default();
-    match commit::land(repo, &locks, &writes, &mut op, &landing, &mut landed).await {
+    let originals = repo.manifests()?;
+    match commit::land(
+        repo,
+        &locks,
+        &writes,
+        &originals,
+        &mut op,
+        &landing,
+        &mut landed,
+    )
+    .await
+    {
         Ok(pins) => {
             for k in report.committed.keys() {
                 report
