@@ -69,28 +69,13 @@ fn a_50_mb_one_line_manifest_gets_a_bounded_error() {
         ),
     ] {
         std::fs::write(objects.join(name), text).unwrap();
-        for args in [
-            &["status"][..],
-            &["status", "--json"],
-            &["commit", "-m", "x"],
-        ] {
-            let out = d.tether(args);
-            let what = format!("tether {}", args.join(" "));
-            assert_eq!(out.status.code(), Some(1), "{what}: {}", out.status);
-            let err = stderr(&out);
-            assert!(
-                err.len() < 2048,
-                "{what}: {} bytes of stderr: {}",
-                err.len(),
-                &err[..err.len().min(600)]
-            );
+        for (what, err) in refused_briefly(&d) {
             assert!(
                 err.contains(name.trim_end_matches(".toml")),
                 "{what}: {err}"
             );
             assert!(err.contains(says), "{what}: {err}");
             assert!(err.contains("more bytes)"), "{what}: {err}");
-            assert!(out.stdout.len() < 2048, "{what}: stdout");
         }
         std::fs::remove_file(objects.join(name)).unwrap();
     }
@@ -100,16 +85,7 @@ fn a_50_mb_one_line_manifest_gets_a_bounded_error() {
         format!("kind = \"memory\" {}\n", "x".repeat(50 << 20)),
     )
     .unwrap();
-    for args in [
-        &["status"][..],
-        &["status", "--json"],
-        &["commit", "-m", "x"],
-    ] {
-        let out = d.tether(args);
-        let what = format!("tether {}", args.join(" "));
-        assert_eq!(out.status.code(), Some(1), "{what}: {}", out.status);
-        let err = stderr(&out);
-        assert!(err.len() < 2048, "{what}: {} bytes of stderr", err.len());
+    for (what, err) in refused_briefly(&d) {
         assert!(
             err.contains("giant.toml: is larger than 1048576 bytes"),
             "{what}: {err}"
@@ -117,6 +93,31 @@ fn a_50_mb_one_line_manifest_gets_a_bounded_error() {
     }
     std::fs::remove_file(objects.join("giant.toml")).unwrap();
     d.ok(&["status"]);
+}
+
+/// `status`, `status --json` and `commit` each fail (exit 1) with under
+/// 2 KiB on stderr and on stdout: each command line and its stderr.
+fn refused_briefly(d: &Dataset) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["commit", "-m", "x"],
+    ] {
+        let run = d.tether(args);
+        let what = format!("tether {}", args.join(" "));
+        assert_eq!(run.status.code(), Some(1), "{what}: {}", run.status);
+        let err = stderr(&run);
+        assert!(
+            err.len() < 2048,
+            "{what}: {} bytes of stderr: {}",
+            err.len(),
+            &err[..err.len().min(600)]
+        );
+        assert!(run.stdout.len() < 2048, "{what}: stdout");
+        out.push((what, err));
+    }
+    out
 }
 
 #[test]
