@@ -2,7 +2,7 @@
 //! a bar while files are read for their hashes (the first snapshot of a
 //! large directory reads every byte, which can take minutes), one bar per
 //! directory being read, shown once the reading has gone on for
-//! [`SHOW_AFTER`], cleared when it is done; one line counting the calls of a
+//! [`SHOW_AFTER`] (or `TETHER_PROGRESS_AFTER_MS`), cleared when it is done; one line counting the calls of a
 //! large fan-out (`status --snapshot` of 10,000 objects), the same way; and a
 //! line per plugin compiled on first use (seconds each, on a fresh machine or
 //! after an upgrade). Only when stderr is a terminal, and not with `-v` (log
@@ -18,8 +18,20 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::plugin::tree::progress::{HashTask, HashWatcher, watch_hashing};
 use crate::plugin::{FanOutTask, FanOutWatcher, watch_fan_outs};
 
-/// Reads shorter than this show nothing: most are.
+/// Reads shorter than this show nothing: most are. `TETHER_PROGRESS_AFTER_MS`
+/// sets another wait (0: show every bar at once).
 const SHOW_AFTER: Duration = Duration::from_millis(500);
+
+/// [`SHOW_AFTER`], or `TETHER_PROGRESS_AFTER_MS` when set to a number.
+fn show_after() -> Duration {
+    static AFTER: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *AFTER.get_or_init(|| {
+        std::env::var("TETHER_PROGRESS_AFTER_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(SHOW_AFTER, Duration::from_millis)
+    })
+}
 
 /// Show hashing progress and plugin compiles on stderr, when it is a
 /// terminal and `verbose` is 0.
@@ -101,7 +113,7 @@ impl HashTask for Bar {
     fn advance(&self, bytes: u64) {
         self.bar.inc(bytes);
         if !self.shown.load(Ordering::Relaxed)
-            && self.started.elapsed() >= SHOW_AFTER
+            && self.started.elapsed() >= show_after()
             && !self.shown.swap(true, Ordering::Relaxed)
         {
             self.multi.add(self.bar.clone());
