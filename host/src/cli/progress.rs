@@ -2,11 +2,12 @@
 //! a bar while files are read for their hashes (the first snapshot of a
 //! large directory reads every byte, which can take minutes), one bar per
 //! directory being read, shown once the reading has gone on for
-//! [`SHOW_AFTER`] (or `TETHER_PROGRESS_AFTER_MS`), cleared when it is done; one line counting the calls of a
-//! large fan-out (`status --snapshot` of 10,000 objects), the same way; and a
-//! line per plugin compiled on first use (seconds each, on a fresh machine or
-//! after an upgrade). Only when stderr is a terminal, and not with `-v` (log
-//! lines would tear the bar, and say the same at info level).
+//! [`SHOW_AFTER`] (or `TETHER_PROGRESS_AFTER_MS`), cleared when it is done;
+//! one line counting the calls of a large fan-out (`status --snapshot` of
+//! 10,000 objects), the same way; and a line per plugin compiled on first use
+//! (seconds each, on a fresh machine or after an upgrade). Only when stderr
+//! is a terminal, and not with `-v` (log lines would tear the bar, and say
+//! the same at info level).
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
