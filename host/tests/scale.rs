@@ -98,14 +98,38 @@ fn a_commit_of_more_objects_than_open_files_allowed_lands() {
     }
     limited(&["status", "--snapshot"]);
     limited(&["commit", "-m", "round 1"]);
-    for (i, s) in stores.iter().enumerate() {
-        let key = format!("o{i:05}");
-        assert_eq!(
-            d.manifest(&key)["state"]["snapshot_id"].as_str(),
-            Some(s.head().as_str()),
-            "{key}"
-        );
+    let recorded = || {
+        for (i, s) in stores.iter().enumerate() {
+            let key = format!("o{i:05}");
+            assert_eq!(
+                d.manifest(&key)["state"]["snapshot_id"].as_str(),
+                Some(s.head().as_str()),
+                "{key}"
+            );
+        }
+    };
+    recorded();
+
+    // Each commit kept the manifests it replaced as spares, and the next
+    // one writes its manifests into them (all but the first two): no file
+    // created or freed per object.
+    let inodes = |dir: &str| -> std::collections::BTreeSet<u64> {
+        std::fs::read_dir(d.root().join(dir))
+            .unwrap()
+            .map(|e| std::os::unix::fs::MetadataExt::ino(&e.unwrap().metadata().unwrap()))
+            .collect()
+    };
+    let spares = inodes(".tether/cache/spare");
+    assert_eq!(spares.len(), N, "a spare per replaced manifest");
+    for s in &stores {
+        s.write(json!({"round": 2}), "round 2");
     }
+    limited(&["commit", "-m", "round 2"]);
+    recorded();
+    let manifests = inodes(".tether/objects");
+    assert_eq!(manifests.intersection(&spares).count(), N - 2);
+    assert_eq!(inodes(".tether/cache/spare").len(), N);
+    d.ok(&["status"]);
 }
 
 /// `tether ARGS` with tether's sync log on: the output, and the files it

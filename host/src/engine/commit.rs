@@ -769,7 +769,7 @@ async fn write_and_commit(
     // listing of a state), asked concurrently unless read with the pins.
     let pins = landed.pins;
     let asked = ask_stores(repo, &written, landed.listed).await?;
-    let mut files = fsutil::AtomicBatch::new();
+    let mut files = fsutil::AtomicBatch::recycling(repo.layout.spare_dir());
     let mut listings = std::collections::HashSet::new();
     for (a, m) in &mut written {
         let state = m.state.clone().unwrap_or_default();

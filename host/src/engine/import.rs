@@ -920,7 +920,11 @@ pub fn apply(repo: &Repo, plan: &Plan) -> Result<ImportReport> {
             .plan(plan)
             .pre("manifests", Value::Object(before)),
     )?;
-    manifest::write_manifests(&repo.layout.objects_dir(), &writes)?;
+    manifest::write_manifests(
+        &repo.layout.objects_dir(),
+        &repo.layout.spare_dir(),
+        &writes,
+    )?;
     crate::fault::point("manifest.write");
     op.finish(json!({
         "summary": format!(

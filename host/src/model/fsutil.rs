@@ -42,20 +42,37 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// `path`'s directory (created), and a temporary file beside `path` holding
 /// `bytes`, not yet synced.
 fn stage<'p>(path: &'p Path, bytes: &[u8]) -> Result<(&'p Path, tempfile::NamedTempFile)> {
-    let dir = match path.parent() {
+    let dir = parent_dir(path);
+    create_real_dir(dir)?;
+    Ok((dir, stage_in(dir, path, bytes)?))
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
+    }
+}
+
+/// Create `dir` where missing, and refuse it when it is a link.
+pub(crate) fn create_real_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
     if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(linked(dir));
     }
+    Ok(())
+}
+
+/// A temporary file in `dir` (prepared) holding `bytes`, the new version of
+/// `path`.
+fn stage_in(dir: &Path, path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)
         .tempfile_in(dir)
         .map_err(|e| ModelError::io(dir, e))?;
     tmp.write_all(bytes).map_err(|e| ModelError::io(path, e))?;
-    Ok((dir, tmp))
+    Ok(tmp)
 }
 
 /// Sync `file` (`path` names it): its data, and with `all` its metadata.
@@ -92,9 +109,18 @@ pub fn sync_dir(dir: &Path) {
 /// filesystem once more for the renames. A batch of a few files syncs each
 /// file instead, which is cheaper than a filesystem's worth of others'
 /// dirty data; a batch dropped uncommitted leaves its targets untouched.
+///
+/// A batch made [`recycling`](AtomicBatch::recycling) keeps the files a big
+/// batch replaces and writes the next one's new versions into them
+/// (`super::spares`): same guarantees, no file created or freed per file.
 #[derive(Default)]
 pub struct AtomicBatch {
     staged: Vec<(PathBuf, Staged)>,
+    /// Directories already created and checked for this batch: 10,000
+    /// manifests in one directory ask once, not 10,000 times.
+    prepared: std::collections::HashSet<PathBuf>,
+    #[cfg(target_os = "linux")]
+    spares: Option<super::spares::Spares>,
 }
 
 /// A new version written beside its target. Only the first few stay open:
@@ -114,14 +140,51 @@ impl AtomicBatch {
         AtomicBatch::default()
     }
 
+    /// A batch that, when big, takes its new versions from the spare files
+    /// in `spare_dir` and keeps the files it replaces there (see
+    /// `super::spares`). `spare_dir` must be on the targets' filesystem to
+    /// help; elsewhere the batch works as [`new`](AtomicBatch::new)'s.
+    pub fn recycling(spare_dir: PathBuf) -> AtomicBatch {
+        #[cfg(target_os = "linux")]
+        return AtomicBatch {
+            spares: Some(super::spares::Spares::new(spare_dir)),
+            ..AtomicBatch::default()
+        };
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = spare_dir;
+            AtomicBatch::default()
+        }
+    }
+
+    /// The new version of `path` in a temporary file beside it: a spare's,
+    /// past the first few files of a recycling batch, else a new file.
+    fn temp_for(&mut self, dir: &Path, path: &Path, bytes: &[u8]) -> Result<Staged> {
+        #[cfg(target_os = "linux")]
+        if self.staged.len() >= BATCH_SYNC_EACH
+            && let Some(spares) = &mut self.spares
+            && let Some(tmp) = spares.claim(dir, TEMP_PREFIX, bytes)
+        {
+            return Ok(Staged::Closed(tmp.into_temp_path()));
+        }
+        let tmp = stage_in(dir, path, bytes)?;
+        Ok(
+            if self.staged.len() < BATCH_SYNC_EACH || !cfg!(target_os = "linux") {
+                Staged::Open(tmp)
+            } else {
+                Staged::Closed(tmp.into_temp_path())
+            },
+        )
+    }
+
     /// Write the new version of `path` beside it (not yet in place).
     pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
-        let (_, tmp) = stage(path, bytes)?;
-        let staged = if self.staged.len() < BATCH_SYNC_EACH || !cfg!(target_os = "linux") {
-            Staged::Open(tmp)
-        } else {
-            Staged::Closed(tmp.into_temp_path())
-        };
+        let dir = parent_dir(path);
+        if !self.prepared.contains(dir) {
+            create_real_dir(dir)?;
+            self.prepared.insert(dir.to_path_buf());
+        }
+        let staged = self.temp_for(dir, path, bytes)?;
         self.staged.push((path.to_path_buf(), staged));
         Ok(())
     }
@@ -132,7 +195,7 @@ impl AtomicBatch {
 
     /// Put every staged file in place, durably; `placed` runs after each
     /// rename, with the target's path.
-    pub fn commit(self, mut placed: impl FnMut(&Path)) -> Result<()> {
+    pub fn commit(mut self, mut placed: impl FnMut(&Path)) -> Result<()> {
         let few = self.staged.len() <= BATCH_SYNC_EACH || !cfg!(target_os = "linux");
         for (path, staged) in &self.staged {
             if let Staged::Open(tmp) = staged {
@@ -147,7 +210,14 @@ impl AtomicBatch {
         let mut dirs: Vec<PathBuf> = Vec::new();
         // The first file, kept open to sync the filesystem again.
         let mut first: Option<(File, PathBuf)> = None;
+        #[cfg(target_os = "linux")]
+        let (mut spares, size) = (self.spares.take().filter(|_| !few), self.staged.len());
         for (path, staged) in self.staged {
+            // The replaced file stays a spare rather than being freed.
+            #[cfg(target_os = "linux")]
+            if let Some(spares) = &mut spares {
+                spares.keep(&path, size);
+            }
             let file = match staged {
                 Staged::Open(tmp) => Some(
                     tmp.persist(&path)

@@ -22,7 +22,8 @@
 //! real directories but not walked: the code that lists and opens their
 //! entries applies the same rules to each (`manifest::walk` and its readers,
 //! `listing`'s no-follow reads of flat names), so a command that touches one
-//! manifest does not list ten thousand. After that check no path tether builds
+//! manifest does not list ten thousand. `cache/spare/` ([`SPARE_DIR`]) is
+//! likewise checked but not walked (`spares` checks each spare it uses). After that check no path tether builds
 //! here can lead outside `.tether/`; the readers also open with `O_NOFOLLOW`
 //! (`fsutil`), and the per-checkout files must also be untracked (`Repo::find`).
 
@@ -64,6 +65,11 @@ pub const DIRS: &[&str] = &["objects", "listings", "cache", "plugins"];
 /// does not walk them, since every reader of an entry in them checks that
 /// entry itself (see the module doc).
 pub const DATASET_SIZED_DIRS: &[&str] = &["objects", "listings"];
+
+/// The directory under `cache/` holding spare files (a file per manifest a
+/// big commit replaced): checked to be a real directory, not walked, since
+/// it grows with the dataset and every spare is checked as it is used.
+pub const SPARE_DIR: &str = "spare";
 
 /// Whether `path` (relative to a VCS root, `/`-separated) is one of tether's
 /// per-checkout files, or lies in its cache directory, or is a leftover
@@ -255,6 +261,11 @@ impl Layout {
     pub fn cache_dir(&self) -> PathBuf {
         self.dot_dir().join("cache")
     }
+    /// `.tether/cache/spare/`: files replaced by big batches, kept for the
+    /// next one to write into (`model::spares`).
+    pub fn spare_dir(&self) -> PathBuf {
+        self.cache_dir().join(SPARE_DIR)
+    }
     /// `.tether/lock` (the checkout lock).
     pub fn lock_file(&self) -> PathBuf {
         self.dot_dir().join("lock")
@@ -287,7 +298,7 @@ impl Layout {
             Err(e) => return Err(ModelError::io(&dot, e)),
         };
         check_entry(&dot, md.file_type(), Expect::Dir)?;
-        check_tree(&dot, true)
+        check_tree(&dot, Within::Top)
     }
 
     /// Write `.tether/.gitignore` when missing, or add the entries an older
@@ -316,7 +327,8 @@ enum Expect {
     Either,
 }
 
-fn check_tree(dir: &Path, top: bool) -> Result<()> {
+fn check_tree(dir: &Path, within: Within) -> Result<()> {
+    let top = within == Within::Top;
     let entries = std::fs::read_dir(dir).map_err(|e| ModelError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| ModelError::io(dir, e))?;
@@ -339,11 +351,29 @@ fn check_tree(dir: &Path, top: bool) -> Result<()> {
             return Err(nested_repository(&path));
         }
         check_entry(&path, ft, expect)?;
-        if ft.is_dir() && !(top && DATASET_SIZED_DIRS.contains(&name.as_ref())) {
-            check_tree(&path, false)?;
+        let unwalked = match within {
+            Within::Top => DATASET_SIZED_DIRS.contains(&name.as_ref()),
+            Within::Cache => name == SPARE_DIR,
+            Within::Other => false,
+        };
+        if ft.is_dir() && !unwalked {
+            let next = match within {
+                Within::Top if name == "cache" => Within::Cache,
+                _ => Within::Other,
+            };
+            check_tree(&path, next)?;
         }
     }
     Ok(())
+}
+
+/// Where [`check_tree`] is walking: `.tether/` itself, its `cache/`, or
+/// deeper.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Within {
+    Top,
+    Cache,
+    Other,
 }
 
 /// The refusal for a `.git` under `.tether/`.
@@ -514,6 +544,7 @@ mod tests {
             ("cache", true),
             ("plugins", true),
             ("cache/deep", true),
+            ("cache/spare", true),
             ("plugins/x.wasm", false),
             ("lock", false),
             ("workspace.toml", false),
@@ -565,6 +596,9 @@ mod tests {
         // list them all.
         symlink(&outside, l.objects_dir().join("zarr/deep")).unwrap();
         std::fs::create_dir_all(l.listings_dir().join(".git")).unwrap();
+        // So is the spare directory (`spares` checks each spare it uses).
+        std::fs::create_dir_all(l.spare_dir()).unwrap();
+        symlink(outside.join("f"), l.spare_dir().join("s")).unwrap();
         l.check_dot_dir().unwrap();
         assert!(
             crate::model::manifest::read_all(&l.objects_dir())

@@ -514,9 +514,15 @@ pub fn stage_manifest(
 
 /// Write (`Some`) or delete (`None`) many manifests in one
 /// [`fsutil::AtomicBatch`]: a number of syncs that does not grow with the
-/// count (`import` writes thousands in one operation).
-pub fn write_manifests(objects_dir: &Path, writes: &[(String, Option<Manifest>)]) -> Result<()> {
-    let mut batch = fsutil::AtomicBatch::new();
+/// count (`import` writes thousands in one operation). The files it
+/// replaces are kept in `spare_dir` for the next batch
+/// ([`fsutil::AtomicBatch::recycling`]).
+pub fn write_manifests(
+    objects_dir: &Path,
+    spare_dir: &Path,
+    writes: &[(String, Option<Manifest>)],
+) -> Result<()> {
+    let mut batch = fsutil::AtomicBatch::recycling(spare_dir.to_path_buf());
     for (key, m) in writes {
         match m {
             Some(m) => stage_manifest(&mut batch, objects_dir, key, m)?,

@@ -31,6 +31,8 @@ pub mod policy;
 #[cfg(test)]
 mod proptests;
 pub mod secrets;
+#[cfg(target_os = "linux")]
+pub(crate) mod spares;
 pub mod suggest;
 pub mod time;
 pub mod toml_json;

@@ -151,16 +151,26 @@ impl LocalBucket {
             .join(format!("{}.lock", hex::encode(hasher.finalize())));
         let context =
             |e: io::Error| io::Error::new(e.kind(), format!("lock file {}: {e}", path.display()));
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(context)?;
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+        };
+        // The lock directory is made on first use, not checked on every lock
+        // (a 10,000-object commit takes 10,000).
+        let file = match open() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(context)?;
+                }
+                open()
+            }
+            opened => opened,
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(context)?;
+        .map_err(context)?;
         // flock(2): excludes other processes and other open files of this one.
         fs4::FileExt::lock(&file).map_err(context)?;
         Ok(file)
