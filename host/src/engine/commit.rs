@@ -206,8 +206,9 @@ pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
             )?
         };
         if action.verb != UNCHANGED && !behind {
-            // The object must still be where the plan saw it when the plan applies.
-            p.require(Precondition::RefHead {
+            // The object must still be where the plan saw it when the plan
+            // applies (one precondition per object: each key comes once).
+            p.require_new(Precondition::RefHead {
                 key: k.clone(),
                 store: Store::new(&m.kind, locator),
                 ref_name: working_ref,

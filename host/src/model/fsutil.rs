@@ -267,22 +267,48 @@ fn sync_filesystem(file: &File, path: &Path) -> std::io::Result<()> {
 /// component, and a 10,000-object commit made three calls per object). A
 /// link changed during the command is seen by the next one.
 pub fn canonicalize_once(path: &Path) -> std::io::Result<PathBuf> {
-    use std::collections::HashMap;
-    use std::sync::{LazyLock, Mutex};
-    /// Past this many paths the memo starts over, so it stays small.
-    const MAX: usize = 1 << 16;
-    static RESOLVED: LazyLock<Mutex<HashMap<PathBuf, PathBuf>>> = LazyLock::new(Mutex::default);
-    let memo = || RESOLVED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(found) = memo().get(path) {
-        return Ok(found.clone());
+    static RESOLVED: PathMemo = PathMemo::new();
+    RESOLVED.get_or(path, || std::fs::canonicalize(path))
+}
+
+/// Paths resolved once per process: a `static` memo from a path to what it
+/// resolved to, forgotten whole past 65,536 entries so it stays small. For
+/// resolutions that cost a `readlink` per component and are asked once per
+/// object of a big command (see [`canonicalize_once`]).
+pub struct PathMemo(std::sync::Mutex<Option<std::collections::HashMap<PathBuf, PathBuf>>>);
+
+impl Default for PathMemo {
+    fn default() -> PathMemo {
+        PathMemo::new()
     }
-    let resolved = std::fs::canonicalize(path)?;
-    let mut memo = memo();
-    if memo.len() >= MAX {
-        memo.clear();
+}
+
+impl PathMemo {
+    pub const fn new() -> PathMemo {
+        PathMemo(std::sync::Mutex::new(None))
     }
-    memo.insert(path.to_path_buf(), resolved.clone());
-    Ok(resolved)
+
+    /// What `key` resolved to, from the memo or by `resolve` (remembered
+    /// once it succeeds).
+    pub fn get_or(
+        &self,
+        key: &Path,
+        resolve: impl FnOnce() -> std::io::Result<PathBuf>,
+    ) -> std::io::Result<PathBuf> {
+        const MAX: usize = 1 << 16;
+        let memo = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = memo().as_ref().and_then(|m| m.get(key)) {
+            return Ok(found.clone());
+        }
+        let resolved = resolve()?;
+        let mut memo = memo();
+        let map = memo.get_or_insert_with(Default::default);
+        if map.len() >= MAX {
+            map.clear();
+        }
+        map.insert(key.to_path_buf(), resolved.clone());
+        Ok(resolved)
+    }
 }
 
 /// Identifies one version of a file: its size, modification time and inode.

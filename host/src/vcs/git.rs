@@ -696,6 +696,8 @@ impl GitVcs {
         let mut builder = staging
             .packbuilder()
             .map_err(VcsError::git("packing the commit's objects"))?;
+        // The delta search on every core (0: as many threads as there are).
+        builder.set_threads(0);
         for (id, name) in &wanted {
             builder
                 .insert_object(*id, Some(name))

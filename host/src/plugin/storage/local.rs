@@ -141,7 +141,12 @@ impl LocalBucket {
         // Canonical paths, so every URI reaching this file shares the lock;
         // the parent is resolved inside the sandbox.
         let canonical_root = crate::model::fsutil::canonicalize_once(&self.root)?;
-        let canonical_parent = root.canonicalize(dot_if_empty(parent))?;
+        // Resolved once per process, as the root is: a commit of 10,000
+        // objects takes a lock per pin.
+        static PARENTS: crate::model::fsutil::PathMemo = crate::model::fsutil::PathMemo::new();
+        let canonical_parent = PARENTS.get_or(&canonical_root.join(parent), || {
+            root.canonicalize(dot_if_empty(parent))
+        })?;
         let mut hasher = Sha256::new();
         hasher.update(canonical_root.as_os_str().as_encoded_bytes());
         hasher.update([0]);
@@ -345,13 +350,18 @@ impl LocalBucket {
         let mut attempt = 0;
         let _lock = loop {
             attempt += 1;
-            if !parent.as_os_str().is_empty() {
-                create_dirs(&root, parent).map_err(err)?;
-            }
             match self.lock(&root, &rel) {
                 Ok(lock) => break lock,
-                // A delete pruned the new, still empty directory; again.
-                Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < CREATE_ATTEMPTS => {}
+                // The key's directory is new (or a delete pruned it, still
+                // empty): made, and again. Made only then, not checked on
+                // every put.
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        && attempt < CREATE_ATTEMPTS
+                        && !parent.as_os_str().is_empty() =>
+                {
+                    create_dirs(&root, parent).map_err(err)?;
+                }
                 Err(e) => return Err(err(e)),
             }
         };
