@@ -239,15 +239,28 @@ fn version_info(root: &Path, manifest_dir: &Path) {
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
     // Rebuilt when HEAD moves: HEAD itself, the branch it names, packed refs.
+    // Only files that exist are watched: cargo takes a missing one as changed,
+    // which rebuilt the crate on every build where refs were not packed. A
+    // branch with no loose file yet is watched through its directory, where
+    // the next commit creates it.
+    let watch = |p: &Path| {
+        let exists = p.exists();
+        if exists {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+        exists
+    };
     for path in ["HEAD", "packed-refs"] {
         if let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", path]) {
-            println!("cargo:rerun-if-changed={p}");
+            watch(Path::new(&p));
         }
     }
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
         && let Some(p) = git(&["rev-parse", "--path-format=absolute", "--git-path", &branch])
+        && !watch(Path::new(&p))
+        && let Some(dir) = Path::new(&p).parent()
     {
-        println!("cargo:rerun-if-changed={p}");
+        watch(dir);
     }
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     let date = env::var("SOURCE_DATE_EPOCH")

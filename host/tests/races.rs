@@ -456,3 +456,45 @@ fn a_held_lock_refuses_every_writer_naming_it_and_its_holder() {
     drop(guard);
     d.ok(&["status", "--snapshot"]);
 }
+
+/// A pin's store write waits for the store's lock while another process
+/// holds it (pins run where the plugin call is, not on a blocking thread,
+/// unless the lock is taken), then lands once it is released.
+#[test]
+fn a_pin_waits_for_a_store_lock_another_process_holds() {
+    use sha2::{Digest, Sha256};
+    let (d, stores) = dataset_with(&["a"]);
+    d.ok(&["commit", "-m", "first pins"]);
+    stores[0].write(json!({"round": 1}), "round 1");
+    // The lock of the store's tag directory, named as the local store names
+    // it: the canonical root and the directory under it.
+    let root = std::fs::canonicalize(&stores[0].root).unwrap();
+    let mut h = Sha256::new();
+    h.update(root.as_os_str().as_encoded_bytes());
+    h.update([0]);
+    h.update(b"refs/tags");
+    let lock = tether_testkit::cache_dir()
+        .join("locks")
+        .join(format!("{}.lock", hex::encode(h.finalize())));
+    let held = std::fs::File::open(&lock)
+        .unwrap_or_else(|e| panic!("the first commit's lock file {}: {e}", lock.display()));
+    fs4::FileExt::lock(&held).unwrap();
+    let mut child = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(["commit", "-m", "round 1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the commit went on while its store's lock was held"
+    );
+    assert_eq!(stores[0].tags().len(), 1, "no pin written under the lock");
+    fs4::FileExt::unlock(&held).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stores[0].tags().len(), 2);
+    assert_eq!(state_of(&d, "a"), stores[0].head());
+}

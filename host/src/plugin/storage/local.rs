@@ -136,7 +136,10 @@ impl LocalBucket {
     /// (10,000 per commit of 10,000 objects), forever. Writes into one
     /// directory serialize for the moment each takes; no caller holds two
     /// locks at once, so a coarser lock cannot deadlock.
-    fn lock(&self, root: &Dir, rel: &Path) -> io::Result<std::fs::File> {
+    ///
+    /// With `wait` false, a lock another holder has fails at once with
+    /// [`io::ErrorKind::WouldBlock`] instead of waiting.
+    fn lock(&self, root: &Dir, rel: &Path, wait: bool) -> io::Result<std::fs::File> {
         let parent = parent_of(rel);
         // Canonical paths, so every URI reaching this file shares the lock;
         // the parent is resolved inside the sandbox.
@@ -177,7 +180,15 @@ impl LocalBucket {
         }
         .map_err(context)?;
         // flock(2): excludes other processes and other open files of this one.
-        fs4::FileExt::lock(&file).map_err(context)?;
+        if wait {
+            fs4::FileExt::lock(&file).map_err(context)?;
+        } else {
+            match fs4::FileExt::try_lock(&file) {
+                Ok(()) => {}
+                Err(fs4::TryLockError::WouldBlock) => return Err(io::ErrorKind::WouldBlock.into()),
+                Err(fs4::TryLockError::Error(e)) => return Err(context(e)),
+            }
+        }
         Ok(file)
     }
 
@@ -329,6 +340,18 @@ impl LocalBucket {
         data: Bytes,
         mode: PutMode,
     ) -> Result<ObjectMeta, StorageError> {
+        // Inside a deferred-sync scope (a commit's pins) a put is a few
+        // syscalls and no fsync: run it where the caller is, as reads are,
+        // rather than hand each of 10,000 to a blocking thread and back. Only
+        // a lock another process holds sends it there, to wait.
+        if super::durable::deferring() {
+            self.forget_read_root();
+            let now = self.put_locked("put", key, &data, &mode, false);
+            self.forget_read_root();
+            if let Some(done) = now.transpose() {
+                return done;
+            }
+        }
         let key = key.to_string();
         self.blocking(move |b| b.put_blocking("put", &key, &data, &mode))
             .await
@@ -342,6 +365,20 @@ impl LocalBucket {
         data: &[u8],
         mode: &PutMode,
     ) -> Result<ObjectMeta, StorageError> {
+        self.put_locked(op_name, key, data, mode, true)
+            .map(|done| done.expect("a put that waits for its lock gets it"))
+    }
+
+    /// [`put_blocking`](Self::put_blocking); with `wait` false, `None` when
+    /// another holder has the lock (nothing written).
+    fn put_locked(
+        &self,
+        op_name: &str,
+        key: &str,
+        data: &[u8],
+        mode: &PutMode,
+        wait: bool,
+    ) -> Result<Option<ObjectMeta>, StorageError> {
         let op = Op { name: op_name, key };
         let err = |e| self.err(&op, e);
         let root = self.open_root_for_write().map_err(err)?;
@@ -350,8 +387,9 @@ impl LocalBucket {
         let mut attempt = 0;
         let _lock = loop {
             attempt += 1;
-            match self.lock(&root, &rel) {
+            match self.lock(&root, &rel, wait) {
                 Ok(lock) => break lock,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && !wait => return Ok(None),
                 // The key's directory is new (or a delete pruned it, still
                 // empty): made, and again. Made only then, not checked on
                 // every put.
@@ -395,7 +433,7 @@ impl LocalBucket {
             return Err(refused);
         }
         let md = write_atomic(&root, &rel, &self.root.join(&rel), data).map_err(err)?;
-        Ok(self.meta(key, data, &md))
+        Ok(Some(self.meta(key, data, &md)))
     }
 
     pub(super) async fn list(
@@ -453,7 +491,7 @@ impl LocalBucket {
             };
             let rel = b.rel(&key);
             let parent = parent_of(&rel);
-            let lock = match b.lock(&root, &rel) {
+            let lock = match b.lock(&root, &rel, true) {
                 Ok(l) => l,
                 // No parent directory: no object either.
                 Err(e) if is_absent(&e) => return Ok(false),
