@@ -9,7 +9,8 @@
 //! <root>/.tether/workspace.toml      per checkout
 //! <root>/.tether/ops.jsonl           per checkout: the operation log
 //! <root>/.tether/secrets.toml        per checkout: credentials, executables, SQL
-//! <root>/.tether/cache/              per checkout: fingerprint caches, the history memo
+//! <root>/.tether/cache/              per checkout: fingerprint caches, the history memo,
+//!                                    spare files for big manifest batches (`spare/`)
 //! <root>/.tether/lock                per checkout: the checkout lock
 //! ```
 //!
