@@ -42,11 +42,17 @@ pub const WORKSPACE_SHORT_LEN: usize = tether_contract::names::WORKSPACE_SHORT_L
 pub const MANIFEST_HASH_LEN: usize = 12;
 
 fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
     // The OS random source failing is not something a user can fix or retry
     // around; tether cannot mint ids without it.
-    getrandom::fill(&mut buf).expect("the operating system's random source failed");
-    hex::encode(buf)
+    try_random_hex(bytes).expect("the operating system's random source failed")
+}
+
+/// `bytes` random bytes from the operating system, as lowercase hex; `None`
+/// when its random source fails (for names that can do without).
+pub(crate) fn try_random_hex(bytes: usize) -> Option<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).ok()?;
+    Some(hex::encode(buf))
 }
 
 /// A fresh random dataset id (8 lowercase hex).

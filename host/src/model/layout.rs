@@ -24,9 +24,10 @@
 //! entries applies the same rules to each (`manifest::walk` and its readers,
 //! `listing`'s no-follow reads of flat names), so a command that touches one
 //! manifest does not list ten thousand. `cache/spare/` ([`SPARE_DIR`]) is
-//! likewise checked but not walked (`spares` checks each spare it uses). After that check no path tether builds
-//! here can lead outside `.tether/`; the readers also open with `O_NOFOLLOW`
-//! (`fsutil`), and the per-checkout files must also be untracked (`Repo::find`).
+//! likewise checked but not walked (`spares` checks each spare it uses).
+//! After that check no path tether builds here can lead outside `.tether/`;
+//! the readers also open with `O_NOFOLLOW` (`fsutil`), and the per-checkout
+//! files must also be untracked (`Repo::find`).
 
 use std::path::{Path, PathBuf};
 

@@ -130,8 +130,9 @@ impl Spares {
             }
         }
         let Some(fd) = &self.dir else { return };
+        // A random name; without one (no OS randomness) nothing is kept.
         let kept = (0..8).find_map(|_| {
-            let name = spare_name();
+            let name = super::ids::try_random_hex(12)?;
             match rustix::fs::linkat(CWD, target, fd, &name, AtFlags::empty()) {
                 Err(rustix::io::Errno::EXIST) => None,
                 done => Some(done),
@@ -172,19 +173,6 @@ fn list(fd: &OwnedFd) -> Vec<OsString> {
         }
     }
     names
-}
-
-/// A fresh random name for a spare.
-fn spare_name() -> String {
-    let mut bytes = [0u8; 12];
-    if getrandom::fill(&mut bytes).is_err() {
-        let n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        bytes.copy_from_slice(&n.to_le_bytes()[..12]);
-    }
-    hex::encode(bytes)
 }
 
 /// Move spare `name` of directory `from` to `tmp` (never over an existing
