@@ -612,13 +612,28 @@ impl GitVcs {
     ) -> Result<Oid> {
         let packed = paths.len() >= PACK_FROM;
         let own;
+        let mut plain = None;
         let staging = match packed {
             true => {
                 own = self.reopen()?;
-                // The backend stays with the handle's object database.
-                own.odb()
-                    .and_then(|odb| odb.add_new_mempack_backend(MEMPACK_PRIORITY).map(drop))
-                    .map_err(VcsError::git("preparing the commit's objects"))?;
+                let prepare = VcsError::git("preparing the commit's objects");
+                if self.no_filters_apply(&own, partial, paths)? {
+                    // Nothing to read from the store while staging: an
+                    // object database of the mempack alone, so a write does
+                    // not first look for its object in (and re-scan) the
+                    // packs. `write_pack` packs what the repository lacks.
+                    let odb = git2::Odb::new().map_err(prepare)?;
+                    odb.add_new_mempack_backend(MEMPACK_PRIORITY)
+                        .map_err(VcsError::git("preparing the commit's objects"))?;
+                    own.set_odb(&odb)
+                        .map_err(VcsError::git("preparing the commit's objects"))?;
+                    plain = Some(odb);
+                } else {
+                    // The backend stays with the handle's object database.
+                    own.odb()
+                        .and_then(|odb| odb.add_new_mempack_backend(MEMPACK_PRIORITY).map(drop))
+                        .map_err(prepare)?;
+                }
                 &own
             }
             false => repo,
@@ -626,7 +641,10 @@ impl GitVcs {
         staging
             .set_index(partial)
             .map_err(VcsError::git("preparing the commit's index"))?;
-        self.stage_paths(partial, paths)?;
+        match &plain {
+            Some(odb) => self.stage_plain(odb, partial, paths)?,
+            None => self.stage_paths(partial, paths)?,
+        }
         partial
             .write()
             .map_err(VcsError::git("writing the commit's index"))?;
@@ -671,20 +689,12 @@ impl GitVcs {
             }
         };
         want(tree, "");
-        let mut dirs = std::collections::BTreeSet::new();
         for path in paths {
             if let Some(entry) = partial.get_path(Path::new(path), 0) {
                 want(entry.id, path);
             }
-            let mut dir = Path::new(path).parent();
-            while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
-                if !dirs.insert(d) {
-                    break;
-                }
-                dir = d.parent();
-            }
         }
-        for dir in dirs {
+        for dir in ancestor_dirs(paths) {
             // A directory the commit emptied is in no tree any more.
             if let Ok(entry) = root.get_path(dir) {
                 want(entry.id(), &dir.to_string_lossy());
@@ -736,6 +746,187 @@ impl GitVcs {
             }
         }
         Ok(())
+    }
+
+    /// Whether staging `paths` would pass their content through unchanged:
+    /// no attributes file git reads for them exists (so no `text`, `eol`,
+    /// `ident` or `filter`), and `core.autocrlf` is not `true` (`input` and
+    /// `false` change only CRLF, which [`Self::stage_plain`] leaves to
+    /// libgit2). `partial` is the index libgit2 would read attributes from.
+    fn no_filters_apply(
+        &self,
+        repo: &Repository,
+        partial: &git2::Index,
+        paths: &[String],
+    ) -> Result<bool> {
+        if !cfg!(unix) {
+            return Ok(false);
+        }
+        let config = repo
+            .config()
+            .map_err(VcsError::git("reading the configuration"))?;
+        // `attr.tree` (git 2.42) reads attributes from a tree instead.
+        if config.get_bool("core.autocrlf").unwrap_or(false)
+            || config.get_path("core.attributesFile").is_ok()
+            || config.get_entry("attr.tree").is_ok()
+        {
+            return Ok(false);
+        }
+        let exists = |p: &Path| fs::symlink_metadata(p).is_ok();
+        // The files git and libgit2 read for every path, wherever a home or
+        // an XDG directory may point (the process's and the adapter's).
+        let mut global = vec![
+            PathBuf::from("/etc/gitattributes"),
+            self.common_dir.join("info/attributes"),
+        ];
+        if let Ok(system) = Config::find_system()
+            && let Some(dir) = system.parent()
+        {
+            global.push(dir.join("gitattributes"));
+        }
+        for var in [
+            std::env::var_os("XDG_CONFIG_HOME"),
+            self.env.get_os("XDG_CONFIG_HOME").map(Into::into),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            global.push(PathBuf::from(var).join("git/attributes"));
+        }
+        for var in [
+            std::env::var_os("HOME"),
+            self.env.get_os("HOME").map(Into::into),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            global.push(PathBuf::from(var).join(".config/git/attributes"));
+        }
+        if global.iter().any(|p| exists(p)) {
+            return Ok(false);
+        }
+        // A `.gitattributes` in the top directory or any other above a
+        // path, in the work tree or (where the work tree has none) in the
+        // index.
+        let mut dirs = ancestor_dirs(paths);
+        dirs.insert(Path::new(""));
+        Ok(!dirs.iter().any(|d| {
+            let file = d.join(".gitattributes");
+            exists(&self.root.join(&file)) || partial.get_path(&file, 0).is_some()
+        }))
+    }
+
+    /// [`Self::stage_paths`] where no filter applies ([`Self::no_filters_apply`]):
+    /// a regular file's blob is its bytes, written to `odb`, and its entry
+    /// the one libgit2 would make. What this does not cover (a link, an
+    /// executable, a CR, a mode the index keeps) goes through libgit2.
+    #[cfg(unix)]
+    fn stage_plain(
+        &self,
+        odb: &git2::Odb,
+        index: &mut git2::Index,
+        paths: &[String],
+    ) -> Result<()> {
+        use crate::model::fsutil;
+        use std::os::unix::fs::MetadataExt;
+        for path in paths {
+            let rel = Path::new(path);
+            let full = self.root.join(rel);
+            // Opened without following a link; the entry's stat data is the
+            // open file's, so it matches the bytes hashed.
+            let opened = fsutil::nofollow(fs::OpenOptions::new().read(true))
+                .open(&full)
+                .and_then(|f| f.metadata().map(|m| (f, m)));
+            let (mut file, meta) = match opened {
+                Ok((f, m)) if m.is_file() && m.mode() & 0o111 == 0 => (f, m),
+                // A directory, a link, a FIFO, an executable: libgit2
+                // decides (and refuses what it must).
+                Ok(_) => {
+                    self.stage_paths(index, std::slice::from_ref(path))?;
+                    continue;
+                }
+                Err(e) if fsutil::is_link_error(&e) => {
+                    self.stage_paths(index, std::slice::from_ref(path))?;
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    index
+                        .remove_path(rel)
+                        .map_err(VcsError::git(format!("staging the removal of {path}")))?;
+                    continue;
+                }
+                Err(e) => return Err(VcsError::io(format!("reading {path}"), e)),
+            };
+            let kept_mode = index
+                .get_path(rel, 0)
+                .is_some_and(|e| e.mode != PLAIN_FILE_MODE);
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            file.read_to_end(&mut bytes)
+                .map_err(|e| VcsError::io(format!("reading {path}"), e))?;
+            if kept_mode || bytes.len() as u64 != meta.len() || bytes.contains(&b'\r') {
+                self.stage_paths(index, std::slice::from_ref(path))?;
+                continue;
+            }
+            let id = odb
+                .write(ObjectType::Blob, &bytes)
+                .map_err(VcsError::git(format!("staging {path}")))?;
+            index
+                .add(&plain_entry(path, &meta, id))
+                .map_err(VcsError::git(format!("staging {path}")))?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(unix))]
+    fn stage_plain(
+        &self,
+        _odb: &git2::Odb,
+        index: &mut git2::Index,
+        paths: &[String],
+    ) -> Result<()> {
+        self.stage_paths(index, paths)
+    }
+}
+
+/// Every directory above one of `paths` (relative, `/`-separated), the top
+/// directory (`""`) not included.
+fn ancestor_dirs(paths: &[String]) -> std::collections::BTreeSet<&Path> {
+    let mut dirs = std::collections::BTreeSet::new();
+    for path in paths {
+        let mut dir = Path::new(path).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            if !dirs.insert(d) {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+    dirs
+}
+
+/// The mode of a regular file that is not executable, as the index has it.
+const PLAIN_FILE_MODE: u32 = 0o100644;
+
+/// The index entry `git add` makes for a regular, non-executable file with
+/// `meta` whose (unfiltered) content is the blob `id`: libgit2's stat data,
+/// fields cut to the index's 32 bits as it cuts them (`dev` is `st_rdev`
+/// there; git itself ignores it on Linux).
+#[cfg(unix)]
+fn plain_entry(path: &str, meta: &fs::Metadata, id: Oid) -> git2::IndexEntry {
+    use std::os::unix::fs::MetadataExt;
+    git2::IndexEntry {
+        ctime: git2::IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32),
+        mtime: git2::IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32),
+        dev: meta.rdev() as u32,
+        ino: meta.ino() as u32,
+        mode: PLAIN_FILE_MODE,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        file_size: meta.size() as u32,
+        id,
+        flags: 0,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
     }
 }
 

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use git2::Oid;
+
 use super::*;
 use crate::vcs::{Prefer, Vcs, VcsEnv, VcsError, detect_with_env};
 
@@ -363,6 +365,170 @@ fn a_commit_of_many_paths_writes_its_objects_as_one_pack() {
     assert_eq!(packs(&fx), 2);
     fx.g(&["fsck", "--strict", "--no-progress", "--no-dangling"]);
     assert_eq!(fx.g(&["show", "HEAD:seed"]), "seed, once more\n");
+}
+
+/// Each field of an index entry, comparable.
+#[derive(Debug, PartialEq)]
+struct EntryFields {
+    times: [(i64, u32); 2],
+    stat: [u32; 6],
+    id: Oid,
+    flags: (u16, u16),
+    path: String,
+}
+
+fn entry_fields(e: &git2::IndexEntry) -> EntryFields {
+    EntryFields {
+        times: [
+            (e.ctime.seconds().into(), e.ctime.nanoseconds()),
+            (e.mtime.seconds().into(), e.mtime.nanoseconds()),
+        ],
+        stat: [e.dev, e.ino, e.mode, e.uid, e.gid, e.file_size],
+        id: e.id,
+        flags: (e.flags, e.flags_extended),
+        path: String::from_utf8_lossy(&e.path).into_owned(),
+    }
+}
+
+/// Files of every kind a commit may stage: plain ones (the fast path),
+/// and ones libgit2 must decide (a CR, an executable, a link).
+fn write_mixed(fx: &Fixture, n: usize) -> Vec<String> {
+    let mut paths: Vec<String> = (0..n)
+        .map(|i| format!(".tether/objects/d{}/o{i:04}.toml", i % 3))
+        .collect();
+    for (i, p) in paths.iter().enumerate() {
+        fx.write(p, &format!("state = {}\n", i % (n - 1)));
+    }
+    fx.write("crlf.toml", "a = 1\r\n");
+    fx.write("run.sh", "#!/bin/sh\n");
+    make_executable(&fx.repo.join("run.sh"));
+    std::os::unix::fs::symlink("seed", fx.repo.join("link")).unwrap();
+    paths.extend(["crlf.toml", "run.sh", "link", "seed", "gone"].map(String::from));
+    paths
+}
+
+#[test]
+fn plain_staging_makes_the_entries_libgit2_makes() {
+    let fx = fixture();
+    fx.write("seed", "seed\n");
+    fx.write("gone", "to be removed\n");
+    fx.commit_all("base");
+    let paths = write_mixed(&fx, 40);
+    fx.write("seed", "seed, changed\n");
+    fs::remove_file(fx.repo.join("gone")).unwrap();
+    let vcs = fx.open();
+    let repo = vcs.reopen().unwrap();
+    let head = repo.head().unwrap().peel_to_tree().unwrap();
+    let staged = |plain: bool| -> Vec<EntryFields> {
+        let mut index = git2::Index::open(&fx.base.join(format!("index-{plain}"))).unwrap();
+        index.read_tree(&head).unwrap();
+        if plain {
+            // As `stage_and_write_tree` sets it up: a handle of its own
+            // whose object database is the mempack alone.
+            let own = vcs.reopen().unwrap();
+            own.set_index(&mut index).unwrap();
+            assert!(vcs.no_filters_apply(&own, &index, &paths).unwrap());
+            let odb = git2::Odb::new().unwrap();
+            odb.add_new_mempack_backend(MEMPACK_PRIORITY).unwrap();
+            own.set_odb(&odb).unwrap();
+            vcs.stage_plain(&odb, &mut index, &paths).unwrap();
+        } else {
+            repo.set_index(&mut index).unwrap();
+            vcs.stage_paths(&mut index, &paths).unwrap();
+        }
+        index.iter().map(|e| entry_fields(&e)).collect()
+    };
+    let (plain, libgit2) = (staged(true), staged(false));
+    assert_eq!(plain.len(), 40 + 4, "the removal is staged");
+    assert_eq!(plain, libgit2);
+}
+
+#[test]
+fn plain_staging_is_only_for_paths_no_attributes_reach() {
+    let fx = fixture();
+    fx.write("seed", "seed\n");
+    fx.commit_all("base");
+    let paths = vec![".tether/objects/a/o.toml".to_string(), "seed".to_string()];
+    let vcs = fx.open();
+    let plain = || {
+        let repo = vcs.reopen().unwrap();
+        let index = repo.index().unwrap();
+        vcs.no_filters_apply(&repo, &index, &paths).unwrap()
+    };
+    assert!(plain());
+    for file in [
+        ".gitattributes",
+        ".tether/.gitattributes",
+        ".tether/objects/a/.gitattributes",
+    ] {
+        fx.write(file, "*.toml ident\n");
+        assert!(!plain(), "{file}");
+        fs::remove_file(fx.repo.join(file)).unwrap();
+    }
+    // Attributes only the index has still apply (libgit2 reads them there).
+    fx.write(".tether/.gitattributes", "*.toml ident\n");
+    fx.g(&["add", ".tether/.gitattributes"]);
+    fs::remove_file(fx.repo.join(".tether/.gitattributes")).unwrap();
+    assert!(!plain());
+    fx.g(&["rm", "-q", "--cached", ".tether/.gitattributes"]);
+    assert!(plain());
+    fx.write(".git/info/attributes", "*.toml ident\n");
+    assert!(!plain());
+    fs::remove_file(fx.repo.join(".git/info/attributes")).unwrap();
+    fx.g(&["config", "core.autocrlf", "true"]);
+    assert!(!plain());
+    fx.g(&["config", "core.autocrlf", "input"]);
+    assert!(plain());
+    fx.g(&["config", "attr.tree", "HEAD"]);
+    assert!(!plain());
+    fx.g(&["config", "--unset", "attr.tree"]);
+    assert!(plain());
+    let global = fx.base.join("home/attributes");
+    fs::write(&global, "").unwrap();
+    fx.g(&["config", "core.attributesFile", &global.to_string_lossy()]);
+    assert!(!plain());
+}
+
+#[test]
+fn a_commit_of_many_plain_paths_stages_what_git_would() {
+    let fx = fixture();
+    fx.write("seed", "seed\n");
+    fx.write("gone", "to be removed\n");
+    fx.commit_all("base");
+    let paths = write_mixed(&fx, PACK_FROM + 10);
+    fx.write("seed", "seed, changed\n");
+    fs::remove_file(fx.repo.join("gone")).unwrap();
+    // Out of git's racy window, so its check below trusts the stat data.
+    let old = "200001010000";
+    for p in &paths {
+        if fx.repo.join(p).is_file() && p != "link" {
+            Command::new("touch")
+                .args(["-h", "-t", old])
+                .arg(fx.repo.join(p))
+                .status()
+                .unwrap();
+        }
+    }
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let id = fx.open().commit_paths(&refs, "many").unwrap();
+    assert_eq!(fx.g(&["rev-parse", "HEAD"]).trim(), id.as_str());
+    fx.g(&["fsck", "--strict", "--no-progress", "--no-dangling"]);
+    assert_eq!(packs(&fx), 1);
+    // diff-files compares stat data only (no refresh): the entries say what
+    // the files' stat says.
+    assert_eq!(fx.g(&["diff-files", "--name-only"]), "");
+    assert_eq!(fx.g(&["status", "--porcelain"]), "");
+    assert_eq!(fx.g(&["show", "HEAD:crlf.toml"]), "a = 1\r\n");
+    assert_eq!(
+        fx.g(&["show", "HEAD:.tether/objects/d1/o0004.toml"]),
+        "state = 4\n"
+    );
+    let modes = fx.g(&["ls-tree", "HEAD", "run.sh", "link", "seed"]);
+    assert!(
+        modes.contains("100755 blob") && modes.contains("120000 blob"),
+        "{modes}"
+    );
+    assert_eq!(fx.g(&["ls-tree", "HEAD", "gone"]), "");
 }
 
 #[test]
