@@ -311,6 +311,59 @@ impl PathMemo {
     }
 }
 
+/// Files parsed once per process for each text they hold: a `static` memo
+/// from a path to its last text and what that parsed to. A command that
+/// reads the same file again (`workspace.toml`, and 10,000 manifests in a
+/// commit's plan and again under its lock) pays for the read but not the
+/// parse. The whole text is compared, so a changed file is always parsed
+/// again: no stamp or clock can make it answer stale. Forgotten whole past
+/// `max` entries.
+pub struct ParseMemo<T> {
+    entries: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, (String, T)>>>,
+    max: usize,
+}
+
+impl<T: Clone> ParseMemo<T> {
+    pub const fn new(max: usize) -> ParseMemo<T> {
+        ParseMemo {
+            entries: std::sync::Mutex::new(None),
+            max,
+        }
+    }
+
+    fn entries(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<std::collections::HashMap<PathBuf, (String, T)>>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What `text` (read from `path`) parses to: remembered when `path` last
+    /// held this same text, else `parse`d (and remembered when it parses).
+    pub fn parse<E>(
+        &self,
+        path: &Path,
+        text: String,
+        parse: impl FnOnce(&str) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        if let Some((_, value)) = self
+            .entries()
+            .as_ref()
+            .and_then(|m| m.get(path))
+            .filter(|(known, _)| *known == text)
+        {
+            return Ok(value.clone());
+        }
+        let value = parse(&text)?;
+        let mut entries = self.entries();
+        let map = entries.get_or_insert_with(Default::default);
+        if map.len() >= self.max && !map.contains_key(path) {
+            map.clear();
+        }
+        map.insert(path.to_path_buf(), (text, value.clone()));
+        Ok(value)
+    }
+}
+
 /// Identifies one version of a file: its size, modification time and inode.
 /// An append, a rewrite in place or a rename over it changes the stamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,6 +506,30 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_is_parsed_once_and_a_changed_one_again() {
+        let memo: ParseMemo<usize> = ParseMemo::new(2);
+        let parses = std::cell::Cell::new(0);
+        let parse = |t: &str| -> std::result::Result<usize, String> {
+            parses.set(parses.get() + 1);
+            t.parse::<usize>().map_err(|e| e.to_string())
+        };
+        let (a, b, c) = (Path::new("a"), Path::new("b"), Path::new("c"));
+        assert_eq!(memo.parse(a, "1".into(), parse), Ok(1));
+        assert_eq!(memo.parse(a, "1".into(), parse), Ok(1));
+        assert_eq!(parses.get(), 1, "the same text is not parsed again");
+        assert_eq!(memo.parse(a, "2".into(), parse), Ok(2));
+        assert_eq!(parses.get(), 2, "a changed text is");
+        assert!(memo.parse(b, "x".into(), parse).is_err());
+        assert!(memo.parse(b, "x".into(), parse).is_err());
+        assert_eq!(parses.get(), 4, "a failure is not remembered");
+        // Past `max` entries the memo starts over, and still answers right.
+        memo.parse(b, "3".into(), parse).unwrap();
+        memo.parse(c, "4".into(), parse).unwrap();
+        assert_eq!(memo.parse(a, "2".into(), parse), Ok(2));
+        assert_eq!(parses.get(), 7);
+    }
 
     #[test]
     fn a_path_is_resolved_once_per_process() {

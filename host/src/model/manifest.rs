@@ -485,8 +485,14 @@ fn read_manifest_file(path: &Path, key: &str) -> Result<Manifest> {
             fsutil::io_error(path, e)
         }
     })?;
-    Manifest::parse(&fsutil::utf8(path, bytes)?, key, path)
+    PARSED.parse(path, fsutil::utf8(path, bytes)?, |text| {
+        Manifest::parse(text, key, path)
+    })
 }
+
+/// Manifests as last read: a commit reads every one in its plan and again
+/// under its lock, and parsing is most of a read.
+static PARSED: fsutil::ParseMemo<Manifest> = fsutil::ParseMemo::new(1 << 17);
 
 /// Write one object's manifest atomically.
 pub fn write_manifest(objects_dir: &Path, key: &str, manifest: &Manifest) -> Result<()> {

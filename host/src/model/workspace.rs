@@ -107,6 +107,12 @@ const SECTIONS: &[&str] = &[
     "last_upstream",
 ];
 
+/// `workspace.toml` as last read: a command reads it several times, and
+/// with 10,000 objects it is 600 KB of TOML. (What a write wrote is parsed
+/// again when read: a state does not always read back as itself, e.g. a
+/// null member is left out.)
+static PARSED: fsutil::ParseMemo<WorkspaceState> = fsutil::ParseMemo::new(16);
+
 impl WorkspaceState {
     /// A fresh state with a new random workspace id, on no bookmark.
     pub fn new() -> WorkspaceState {
@@ -138,7 +144,9 @@ impl WorkspaceState {
     /// Read `path`; `None` when it does not exist.
     pub fn read(path: &Path) -> Result<Option<WorkspaceState>> {
         match fsutil::read_optional(path)? {
-            Some(text) => Ok(Some(WorkspaceState::parse(&text, path)?)),
+            Some(text) => Ok(Some(
+                PARSED.parse(path, text, |t| WorkspaceState::parse(t, path))?,
+            )),
             None => Ok(None),
         }
     }
