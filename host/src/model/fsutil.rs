@@ -64,6 +64,20 @@ pub(crate) fn create_real_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The filesystem `dir` is on (0 where that is not known).
+fn device_of(dir: &Path) -> std::io::Result<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(std::fs::symlink_metadata(dir)?.dev())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(0)
+    }
+}
+
 /// A temporary file in `dir` (prepared) holding `bytes`, the new version of
 /// `path`.
 fn stage_in(dir: &Path, path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
@@ -116,9 +130,10 @@ pub fn sync_dir(dir: &Path) {
 #[derive(Default)]
 pub struct AtomicBatch {
     staged: Vec<(PathBuf, Staged)>,
-    /// Directories already created and checked for this batch: 10,000
-    /// manifests in one directory ask once, not 10,000 times.
-    prepared: std::collections::HashSet<PathBuf>,
+    /// Directories already created and checked for this batch, and the
+    /// filesystem each is on: 10,000 manifests in one directory ask once,
+    /// not 10,000 times.
+    prepared: std::collections::HashMap<PathBuf, u64>,
     #[cfg(target_os = "linux")]
     spares: Option<super::spares::Spares>,
 }
@@ -130,6 +145,9 @@ pub struct AtomicBatch {
 enum Staged {
     Open(tempfile::NamedTempFile),
     Closed(tempfile::TempPath),
+    /// Written into a spare, by its name in the spare directory.
+    #[cfg(target_os = "linux")]
+    Spare(std::ffi::OsString),
 }
 
 /// Up to this many files, [`AtomicBatch`] syncs each one as `write_atomic` does.
@@ -157,16 +175,18 @@ impl AtomicBatch {
         }
     }
 
-    /// The new version of `path` in a temporary file beside it: a spare's,
-    /// past the first few files of a recycling batch, else a new file.
-    fn temp_for(&mut self, dir: &Path, path: &Path, bytes: &[u8]) -> Result<Staged> {
+    /// The new version of `path` (in `dir`, on filesystem `dev`): past the
+    /// first few files of a recycling batch, in the spare directory; else
+    /// in a temporary file beside it.
+    fn temp_for(&mut self, dir: &Path, dev: u64, path: &Path, bytes: &[u8]) -> Result<Staged> {
         #[cfg(target_os = "linux")]
         if self.staged.len() >= BATCH_SYNC_EACH
             && let Some(spares) = &mut self.spares
-            && let Some(tmp) = spares.claim(dir, TEMP_PREFIX, bytes)
+            && let Some(name) = spares.stage(dev, bytes)
         {
-            return Ok(Staged::Closed(tmp.into_temp_path()));
+            return Ok(Staged::Spare(name));
         }
+        let _ = dev;
         let tmp = stage_in(dir, path, bytes)?;
         Ok(
             if self.staged.len() < BATCH_SYNC_EACH || !cfg!(target_os = "linux") {
@@ -180,11 +200,16 @@ impl AtomicBatch {
     /// Write the new version of `path` beside it (not yet in place).
     pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
         let dir = parent_dir(path);
-        if !self.prepared.contains(dir) {
-            create_real_dir(dir)?;
-            self.prepared.insert(dir.to_path_buf());
-        }
-        let staged = self.temp_for(dir, path, bytes)?;
+        let dev = match self.prepared.get(dir) {
+            Some(dev) => *dev,
+            None => {
+                create_real_dir(dir)?;
+                let dev = device_of(dir).map_err(|e| ModelError::io(dir, e))?;
+                self.prepared.insert(dir.to_path_buf(), dev);
+                dev
+            }
+        };
+        let staged = self.temp_for(dir, dev, path, bytes)?;
         self.staged.push((path.to_path_buf(), staged));
         Ok(())
     }
@@ -215,10 +240,20 @@ impl AtomicBatch {
         for (path, staged) in self.staged {
             // The replaced file stays a spare rather than being freed.
             #[cfg(target_os = "linux")]
-            if let Some(spares) = &mut spares {
+            if let Some(spares) = &mut spares
+                && !matches!(staged, Staged::Spare(_))
+            {
                 spares.keep(&path, size);
             }
             let file = match staged {
+                #[cfg(target_os = "linux")]
+                Staged::Spare(name) => {
+                    let spares = spares.as_mut().expect("a spare was staged from the spares");
+                    spares
+                        .place(&name, &path)
+                        .map_err(|e| ModelError::io(&path, e))?;
+                    None
+                }
                 Staged::Open(tmp) => Some(
                     tmp.persist(&path)
                         .map_err(|e| ModelError::io(&path, e.error))?,

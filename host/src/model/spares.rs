@@ -11,45 +11,57 @@
 //! creating and renaming files; reusing the replaced files brought that
 //! under 1 s.
 //!
-//! So a big batch keeps each file it replaces, hard-linked into the spare
-//! directory (`.tether/cache/spare/`, per checkout), instead of letting the
-//! rename free it; the next big batch claims spares for its new versions and
-//! overwrites them in place. Nothing is visible before the batch's sync: a
-//! spare is moved to a temporary name beside its target first, written,
-//! synced with the rest, then renamed over the target, exactly as a fresh
-//! temporary file would be.
+//! So a big batch writes each new version into a file of the spare
+//! directory (`.tether/cache/spare/`, per checkout): a spare the last batch
+//! left, overwritten in place, or a new file there when none is left.
+//! Nothing is visible before the batch's sync. Then each one is exchanged
+//! with its target (`renameat2` with `RENAME_EXCHANGE`): one atomic step
+//! puts the new version in place and leaves the replaced one in the spare
+//! directory, the next batch's spare. A new target (nothing to replace) is
+//! a plain rename. One directory operation per file, where a temporary file
+//! beside the target, a link keeping the old one and a rename were three.
+//! Where the filesystem cannot exchange, the replaced file is kept by a hard
+//! link before a plain rename.
 //!
 //! Everything in the spare directory is untrusted (a clone may have committed
-//! files there): a spare is claimed by renaming it (a racing claimer finds it
-//! gone), opened without following a link, and used only when it is a
-//! regular file of ours with a single link. A spare that still shares its
-//! inode with a manifest (a kill between the link and the rename) is dropped,
-//! never written. The directory holds no more spares than the biggest batch
-//! has files, and at most [`MAX_SPARES`].
+//! files there): the directory is opened without following a link and
+//! locked (`flock`) for the batch, so two batches never write one spare; a
+//! spare is opened without following a link, and written only when it is a
+//! regular file of ours with a single link (a spare that still shares its
+//! inode with a manifest, as a kill between a link and its rename leaves
+//! it, is dropped). The directory holds no more spares than the biggest
+//! batch has files, and at most [`MAX_SPARES`].
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, CWD, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, CWD, FlockOperation, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 
 /// At most this many spares are kept, whatever the batches.
 pub const MAX_SPARES: usize = 1 << 17;
 
-/// The spare directory of one batch: its listing, read at the first claim.
+/// The spare directory of one batch: opened, locked and listed at its first
+/// use.
 pub(crate) struct Spares {
     path: PathBuf,
-    /// The directory, opened without following a link (`None`: not yet, or
-    /// missing); every spare is named relative to it.
+    /// The directory, opened without following a link and locked for the
+    /// batch (`None`: not yet); every spare is named relative to it.
     dir: Option<OwnedFd>,
-    /// Spares not yet claimed, taken from the end; `None` until listed.
+    /// The filesystem the directory is on: only targets there can take a
+    /// spare.
+    dev: u64,
+    /// Spares not yet written, taken from the end; `None` until listed.
     free: Option<Vec<OsString>>,
-    /// How many spares the directory holds: those listed, less those
-    /// claimed, plus those kept since.
+    /// How many files the directory holds.
     held: usize,
-    /// Off after an error that would repeat (another filesystem, say).
+    /// Whether the filesystem exchanges (until it says it does not).
+    exchanges: bool,
+    /// Off: a link there, another batch holding the lock, or an error that
+    /// would repeat.
     off: bool,
 }
 
@@ -58,90 +70,149 @@ impl Spares {
         Spares {
             path,
             dir: None,
+            dev: 0,
             free: None,
             held: 0,
+            exchanges: true,
             off: false,
         }
     }
 
-    /// The spares, listed once; opens the directory.
-    fn listed(&mut self) -> &mut Vec<OsString> {
-        if self.free.is_none() {
-            self.dir = open_dir(&self.path).ok();
-            let names = match &self.dir {
-                Some(fd) => list(fd),
-                None => Vec::new(),
-            };
-            self.held = names.len();
-            self.free = Some(names);
-        }
-        self.free.get_or_insert_with(Vec::new)
-    }
-
-    /// A temporary file in `dir` holding `bytes`, made of a spare; `None`
-    /// when no spare is left (the caller creates a file).
-    pub(crate) fn claim(
-        &mut self,
-        dir: &Path,
-        prefix: &str,
-        bytes: &[u8],
-    ) -> Option<tempfile::NamedTempFile> {
+    /// The directory (created, opened, locked) and its spares, once.
+    fn ready(&mut self) -> Option<&OwnedFd> {
         if self.off {
             return None;
         }
-        while let Some(name) = self.listed().pop() {
-            // Claimed, gone or dropped: no longer in the directory.
-            self.held = self.held.saturating_sub(1);
-            let from = self.dir.as_ref()?;
-            let made = tempfile::Builder::new()
-                .prefix(prefix)
-                .make_in(dir, |tmp| claim_into(from, &name, tmp, bytes));
-            match made {
-                Ok(tmp) => return Some(tmp),
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
+        if self.free.is_none() {
+            let opened = super::fsutil::create_real_dir(&self.path)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|()| open_dir(&self.path))
+                .and_then(|fd| {
+                    // Another batch at work here (another command, or a
+                    // clone's two tethers) keeps its spares to itself.
+                    rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+                    let st = rustix::fs::fstat(&fd)?;
+                    Ok((fd, st.st_dev))
+                });
+            let Ok((fd, dev)) = opened else {
+                self.off = true;
+                return None;
+            };
+            let names = list(&fd);
+            self.held = names.len();
+            self.free = Some(names);
+            self.dir = Some(fd);
+            self.dev = dev;
+        }
+        self.dir.as_ref()
+    }
+
+    /// A spare holding `bytes`, the new version of a file in a directory on
+    /// filesystem `dev`, to [`place`](Spares::place) later; `None` when the
+    /// spares cannot hold it (the caller stages a file beside the target).
+    pub(crate) fn stage(&mut self, dev: u64, bytes: &[u8]) -> Option<OsString> {
+        self.ready()?;
+        if self.dev != dev {
+            return None;
+        }
+        while let Some(name) = self.free.as_mut().and_then(Vec::pop) {
+            let dir = self.dir.as_ref()?;
+            match overwrite(dir, &name, bytes) {
+                Ok(()) => return Some(name),
+                // Not fit to write (or gone): dropped from the directory.
+                Err(_) => {
+                    if rustix::fs::unlinkat(dir, &name, AtFlags::empty()).is_ok() {
+                        self.held -= 1;
+                    }
+                }
+            }
+        }
+        if self.held >= MAX_SPARES {
+            return None;
+        }
+        let dir = self.dir.as_ref()?;
+        // A random name; without one (no OS randomness) the caller stages.
+        for _ in 0..8 {
+            let name = OsString::from(super::ids::try_random_hex(12)?);
+            match create(dir, &name, bytes) {
+                Ok(()) => {
+                    self.held += 1;
+                    return Some(name);
+                }
+                Err(Errno::EXIST) => continue,
+                Err(_) => {
+                    let _ = rustix::fs::unlinkat(dir, &name, AtFlags::empty());
                     self.off = true;
                     return None;
                 }
-                // Gone, or not fit to write: the next one.
-                Err(_) => {}
             }
         }
         None
     }
 
-    /// Keep the file at `target`, about to be replaced, as a spare, while
-    /// the directory holds fewer than `want` (the batch's size: the next
-    /// batch like it finds a spare for each file).
-    pub(crate) fn keep(&mut self, target: &Path, want: usize) {
-        self.listed();
-        if self.off || self.held >= want.min(MAX_SPARES) {
-            return;
-        }
-        if self.dir.is_none() {
-            let made = super::fsutil::create_real_dir(&self.path)
-                .map_err(|e| std::io::Error::other(e.to_string()))
-                .and_then(|()| open_dir(&self.path));
-            match made {
-                Ok(fd) => self.dir = Some(fd),
-                Err(_) => {
-                    self.off = true;
-                    return;
+    /// Put spare `name` (from [`stage`](Spares::stage)) in place at
+    /// `target`; the file it replaces becomes a spare.
+    pub(crate) fn place(&mut self, name: &OsString, target: &Path) -> std::io::Result<()> {
+        let dir = self
+            .dir
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("no spares"))?;
+        if self.exchanges {
+            match rustix::fs::renameat_with(dir, name, CWD, target, RenameFlags::EXCHANGE) {
+                Ok(()) => {
+                    // An exchange moves a directory as readily as a file; a
+                    // rename over one fails, and so does this.
+                    let moved = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                    if rustix::fs::FileType::from_raw_mode(moved.st_mode)
+                        == rustix::fs::FileType::Directory
+                    {
+                        rustix::fs::renameat_with(dir, name, CWD, target, RenameFlags::EXCHANGE)?;
+                        return Err(Errno::ISDIR.into());
+                    }
+                    if self.held > MAX_SPARES {
+                        let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+                        self.held -= 1;
+                    }
+                    return Ok(());
                 }
+                // Nothing to replace: renamed below.
+                Err(Errno::NOENT) => {}
+                Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => self.exchanges = false,
+                Err(e) => return Err(e.into()),
             }
+        }
+        if !self.exchanges {
+            self.keep(target, MAX_SPARES);
+        }
+        let dir = self
+            .dir
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("no spares"))?;
+        rustix::fs::renameat(dir, name, CWD, target)?;
+        self.held -= 1;
+        Ok(())
+    }
+
+    /// Keep the file at `target`, about to be replaced by a rename, as a
+    /// spare, while the directory holds fewer than `want` (the batch's size:
+    /// the next batch like it finds a spare for each file).
+    pub(crate) fn keep(&mut self, target: &Path, want: usize) {
+        if self.ready().is_none() || self.held >= want.min(MAX_SPARES) {
+            return;
         }
         let Some(fd) = &self.dir else { return };
         // A random name; without one (no OS randomness) nothing is kept.
         let kept = (0..8).find_map(|_| {
             let name = super::ids::try_random_hex(12)?;
             match rustix::fs::linkat(CWD, target, fd, &name, AtFlags::empty()) {
-                Err(rustix::io::Errno::EXIST) => None,
+                Err(Errno::EXIST) => None,
                 done => Some(done),
             }
         });
         match kept {
             Some(Ok(())) => self.held += 1,
             // A new file replaces nothing.
-            Some(Err(rustix::io::Errno::NOENT)) => {}
+            Some(Err(Errno::NOENT)) => {}
             _ => self.off = true,
         }
     }
@@ -175,30 +246,28 @@ fn list(fd: &OwnedFd) -> Vec<OsString> {
     names
 }
 
-/// Move spare `name` of directory `from` to `tmp` (never over an existing
-/// file) and overwrite it with `bytes`; on a failure after the move, `tmp`
-/// is removed.
-fn claim_into(from: &OwnedFd, name: &OsString, tmp: &Path, bytes: &[u8]) -> std::io::Result<File> {
-    rustix::fs::renameat_with(from.as_fd(), name, CWD, tmp, RenameFlags::NOREPLACE)?;
-    overwrite(tmp, bytes).inspect_err(|_| {
-        let _ = std::fs::remove_file(tmp);
-    })
-}
-
-/// Open `path` (no link followed) and replace its content with `bytes`,
-/// when it is a regular file of this user's with no other name.
-fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<File> {
+/// Replace the content of spare `name` in `dir` with `bytes`, when it is a
+/// regular file of this user's with no other name (opened without following
+/// a link).
+fn overwrite(dir: &OwnedFd, name: &OsString, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true);
-    let mut file = super::fsutil::nofollow(&mut opts).open(path)?;
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let mut file = File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?);
     let md = file.metadata()?;
     if !md.is_file() || md.nlink() != 1 || md.uid() != rustix::process::geteuid().as_raw() {
         return Err(std::io::Error::other("not a spare"));
     }
     file.write_all(bytes)?;
-    file.set_len(bytes.len() as u64)?;
-    Ok(file)
+    file.set_len(bytes.len() as u64)
+}
+
+/// A new file `name` in `dir` holding `bytes`.
+fn create(dir: &OwnedFd, name: &OsString, bytes: &[u8]) -> Result<(), Errno> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600))?;
+    File::from(fd)
+        .write_all(bytes)
+        .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))
 }
 
 #[cfg(test)]
@@ -290,6 +359,56 @@ mod tests {
             assert_eq!(text, format!("round 1 file {i}"));
         }
         assert_eq!(names(&dir), 6, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_directory_where_a_file_goes_stays_and_fails_the_batch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, spare) = (tmp.path().join("objects"), tmp.path().join("spare"));
+        batch(&dir, &spare, 5, 1);
+        batch(&dir, &spare, 5, 2);
+        std::fs::remove_file(dir.join("f4")).unwrap();
+        std::fs::create_dir(dir.join("f4")).unwrap();
+        std::fs::write(dir.join("f4/inside"), "someone's").unwrap();
+        let mut b = AtomicBatch::recycling(spare.clone());
+        for i in 0..5 {
+            b.stage(&dir.join(format!("f{i}")), b"round 3").unwrap();
+        }
+        let err = b.commit(|_| {}).unwrap_err().to_string();
+        assert!(err.contains("f4"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("f4/inside")).unwrap(),
+            "someone's"
+        );
+        assert!(
+            std::fs::read_dir(&spare)
+                .unwrap()
+                .all(|e| e.unwrap().file_type().unwrap().is_file())
+        );
+    }
+
+    #[test]
+    fn a_batch_leaves_spares_another_batch_holds_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, spare) = (tmp.path().join("objects"), tmp.path().join("spare"));
+        let n = 6;
+        batch(&dir, &spare, n, 1);
+        batch(&dir, &spare, n, 2);
+        let kept = inodes(&spare);
+        assert_eq!(kept.len(), n);
+        // Another batch (another process) at work in the spare directory.
+        let held = File::open(&spare).unwrap();
+        rustix::fs::flock(&held, FlockOperation::NonBlockingLockExclusive).unwrap();
+        batch(&dir, &spare, n, 3);
+        assert_eq!(inodes(&spare), kept, "no spare written, none added");
+        assert!(inodes(&dir).is_disjoint(&kept));
+        for i in 0..n {
+            let text = std::fs::read_to_string(dir.join(format!("f{i}"))).unwrap();
+            assert_eq!(text, format!("round 3 file {i}"));
+        }
+        drop(held);
+        batch(&dir, &spare, n, 4);
+        assert_eq!(inodes(&dir).intersection(&kept).count(), n - 2);
     }
 
     #[test]
