@@ -442,29 +442,38 @@ pub fn nofollow(opts: &mut OpenOptions) -> &mut OpenOptions {
 /// Open `path` for reading without following a link, and refuse anything but
 /// a regular file (a FIFO or device a clone planted).
 pub fn open_nofollow(path: &Path) -> std::io::Result<File> {
+    open_sized(path).map(|(file, _)| file)
+}
+
+/// [`open_nofollow`], and the file's size then.
+fn open_sized(path: &Path) -> std::io::Result<(File, u64)> {
     let file = nofollow(OpenOptions::new().read(true)).open(path)?;
-    if !file.metadata()?.is_file() {
+    let md = file.metadata()?;
+    if !md.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    Ok(file)
+    Ok((file, md.len()))
 }
 
 /// The bytes of `path`, read without following a link ([`open_nofollow`]).
 pub fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_nofollow(path)?.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    read_nofollow_bounded(path, u64::MAX - 1)
 }
 
 /// The bytes of `path` as [`read_nofollow`] reads them, refused with
 /// `InvalidData` when there are more than `max` (a clone chooses how big
 /// the files under `.tether/` are).
 pub fn read_nofollow_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_nofollow(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    let (file, len) = open_sized(path)?;
+    // Room for the whole file and the read that finds its end: `take`
+    // hides the size, and without it the read starts small and doubles (a
+    // syscall per step, six for a manifest).
+    let room = usize::try_from(len.min(max).saturating_add(1)).unwrap_or(usize::MAX);
+    let mut bytes = Vec::with_capacity(room.min(MAX_PREALLOCATED));
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -473,6 +482,10 @@ pub fn read_nofollow_bounded(path: &Path, max: u64) -> std::io::Result<Vec<u8>> 
     }
     Ok(bytes)
 }
+
+/// The most [`read_nofollow_bounded`] reserves up front from a file's size
+/// (a bigger file grows the buffer as it is read).
+const MAX_PREALLOCATED: usize = 64 << 20;
 
 /// `bytes` as text, or the error naming `path` when they are not UTF-8.
 pub fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String> {
