@@ -197,7 +197,8 @@ impl AtomicBatch {
         )
     }
 
-    /// Write the new version of `path` beside it (not yet in place).
+    /// Write the new version of `path` beside it, or in a spare of a
+    /// recycling batch (not yet in place).
     pub fn stage(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
         let dir = parent_dir(path);
         let dev = match self.prepared.get(dir) {

@@ -784,23 +784,21 @@ impl GitVcs {
         {
             global.push(dir.join("gitattributes"));
         }
-        for var in [
-            std::env::var_os("XDG_CONFIG_HOME"),
-            self.env.get_os("XDG_CONFIG_HOME").map(Into::into),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            global.push(PathBuf::from(var).join("git/attributes"));
+        let both = |name: &str| -> Vec<PathBuf> {
+            [
+                std::env::var_os(name),
+                self.env.get_os(name).map(Into::into),
+            ]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::from)
+            .collect()
+        };
+        for dir in both("XDG_CONFIG_HOME") {
+            global.push(dir.join("git/attributes"));
         }
-        for var in [
-            std::env::var_os("HOME"),
-            self.env.get_os("HOME").map(Into::into),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            global.push(PathBuf::from(var).join(".config/git/attributes"));
+        for dir in both("HOME") {
+            global.push(dir.join(".config/git/attributes"));
         }
         if global.iter().any(|p| exists(p)) {
             return Ok(false);
