@@ -858,8 +858,12 @@ impl GitVcs {
             let kept_mode = index
                 .get_path(rel, 0)
                 .is_some_and(|e| e.mode != PLAIN_FILE_MODE);
-            let mut bytes = Vec::with_capacity(meta.len() as usize);
-            file.read_to_end(&mut bytes)
+            // One byte past the size shows a file that grew; `take` keeps
+            // `File::read_to_end` from asking the size (a stat, a seek) again.
+            let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+            Read::by_ref(&mut file)
+                .take(meta.len() + 1)
+                .read_to_end(&mut bytes)
                 .map_err(|e| VcsError::io(format!("reading {path}"), e))?;
             if kept_mode || bytes.len() as u64 != meta.len() || bytes.contains(&b'\r') {
                 self.stage_paths(index, std::slice::from_ref(path))?;
