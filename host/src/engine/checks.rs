@@ -2,9 +2,10 @@
 //! manifests ask for (`subjects`), and asking the stores about them in
 //! batches (`check`). A service: it imports no command module.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 
 use super::error::{Result, TetherError};

@@ -423,19 +423,37 @@ impl From<&Manifest> for MemoManifest {
     }
 }
 
-impl TryFrom<MemoManifest> for Manifest {
-    type Error = serde_json::Error;
-
-    fn try_from(m: MemoManifest) -> std::result::Result<Self, Self::Error> {
+impl MemoManifest {
+    /// The manifest back, its locator parsed once per distinct text in
+    /// `locators` (an object's manifests across history share it) and
+    /// cloned after: parsing was most of reading a long history's memo.
+    fn into_manifest(
+        self,
+        locators: &mut HashMap<String, JsonMap>,
+    ) -> std::result::Result<Manifest, serde_json::Error> {
+        let locator = match locators.get(&self.locator) {
+            Some(parsed) => parsed.clone(),
+            None => {
+                let parsed: JsonMap = serde_json::from_str(&self.locator)?;
+                locators.insert(self.locator, parsed.clone());
+                parsed
+            }
+        };
         Ok(Manifest {
-            kind: m.kind,
-            locator: serde_json::from_str(&m.locator)?,
-            policy: m.policy,
-            state: m.state.as_deref().map(serde_json::from_str).transpose()?,
-            pin: m.pin.map(|(id, r#ref, created)| Pin { id, r#ref, created }),
-            recoverable: m.recoverable,
-            captured_at: m.captured_at,
-            origin: if m.created {
+            kind: self.kind,
+            locator,
+            policy: self.policy,
+            state: self
+                .state
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()?,
+            pin: self
+                .pin
+                .map(|(id, r#ref, created)| Pin { id, r#ref, created }),
+            recoverable: self.recoverable,
+            captured_at: self.captured_at,
+            origin: if self.created {
                 Origin::Created
             } else {
                 Origin::Adopted
@@ -516,8 +534,9 @@ impl Memo {
             return None;
         }
         let mut shared = Vec::with_capacity(memo.manifests.len());
+        let mut locators = HashMap::new();
         for m in std::mem::take(&mut memo.manifests) {
-            match Manifest::try_from(m) {
+            match m.into_manifest(&mut locators) {
                 Ok(m) => shared.push(Arc::new(m)),
                 Err(e) => {
                     ignore(&e);

@@ -28,7 +28,6 @@
 //! exits 1 when any is not `ok`.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 
 use serde::Serialize;
 
@@ -67,25 +66,31 @@ pub async fn verify(repo: &Repo, opts: &VerifyOptions) -> Result<VerifyResult> {
     } else {
         select()?
     };
-    let mut result = VerifyResult::default();
-    for (subject, report) in check(repo, subjects, opts.deep).await? {
-        for label in subject.labels {
-            // A conflicted jj commit gives one label several manifests (each
-            // side and base): the label answers with the worst of them, so
-            // one side's lost pin is never hidden by another side's good one.
-            match result.reports.entry(label) {
-                Entry::Vacant(e) => {
-                    e.insert(report.clone());
-                }
-                Entry::Occupied(mut e) => {
-                    if severity(report.status) > severity(e.get().status) {
-                        e.insert(report.clone());
-                    }
-                }
-            }
-        }
+    let checked = check(repo, subjects, opts.deep).await?;
+    // Every label with its report, sorted by label (the worst last among a
+    // label's reports), then built into the map in one pass: inserting each
+    // of `--all-history`'s labels into the map searched it once per label.
+    let mut labelled: Vec<(String, LabelReport)> =
+        Vec::with_capacity(checked.iter().map(|(s, _)| s.labels.len()).sum());
+    for (subject, report) in checked {
+        labelled.extend(subject.labels.into_iter().map(|l| (l, report.clone())));
     }
-    Ok(result)
+    labelled.sort_unstable_by(|(a, x), (b, y)| {
+        (a, severity(x.status), &x.message).cmp(&(b, severity(y.status), &y.message))
+    });
+    // A conflicted jj commit gives one label several manifests (each side
+    // and base): the label answers with the worst of them, so one side's
+    // lost pin is never hidden by another side's good one.
+    labelled.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+    Ok(VerifyResult {
+        reports: labelled.into_iter().collect(),
+    })
 }
 
 /// How bad a status is, for a label several checks answer.
