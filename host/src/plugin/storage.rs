@@ -87,16 +87,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
+// The prefix of every atomic write's temp file: local writes rename such
+// files into place, listing skips them, and keys may not use it, so a
+// half-written object is never visible.
+use crate::model::fsutil::TEMP_PREFIX;
+
 pub use durable::{DeferredSyncs, defer_syncs};
 pub use s3::{FIELDS as S3_FIELDS, S3Resolution, S3Settings, strip_settings};
 
 /// Largest page [`Bucket::list`] returns, whatever `limit` asks for; callers
 /// follow `next` for more.
 pub const MAX_LIST_PAGE: u32 = 1000;
-
-/// Prefix of the temp files local writes rename into place. Listing skips it
-/// and keys may not use it, so a half-written object is never visible.
-const TMP_PREFIX: &str = ".tether-tmp-";
 
 /// Why a storage call failed; mirrors WIT `storage-error`. Each message names
 /// the URI and key concerned, since it is all the plugin gets to see.
@@ -821,7 +822,7 @@ fn validate_key(key: &str) -> Result<(), &'static str> {
                 return Err("keys may not have empty segments (leading, trailing or doubled '/')");
             }
             "." | ".." => return Err("keys may not have '.' or '..' segments"),
-            s if s.starts_with(TMP_PREFIX) => {
+            s if s.starts_with(TEMP_PREFIX) => {
                 return Err("segments starting with '.tether-tmp-' are reserved");
             }
             _ => {}

@@ -71,6 +71,8 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
+// The prefix of in-flight atomic writes (storage and model): the walk skips it.
+use crate::model::fsutil::TEMP_PREFIX;
 use cache::{CacheHandle, StatKey};
 pub use cache::{HashStats, stats};
 use digested::walk_digested;
@@ -78,9 +80,6 @@ use progress::HashTask;
 
 /// The owner marker `create` writes at a store's root; the walk skips it.
 pub const OWNER_MARKER: &str = ".tether-owner";
-
-/// Prefix of in-flight atomic writes (storage and model); the walk skips it.
-const TMP_PREFIX: &str = ".tether-tmp-";
 
 /// Most entries one page holds, whatever `limit` asks for.
 pub const MAX_WALK_PAGE: u32 = 10_000;
@@ -666,7 +665,7 @@ fn scan_dir(root: &Path, rel: &str, mut each: impl FnMut(Child<'_>)) -> Result<(
             let raw = std::ffi::OsStr::from_bytes(raw);
             TreeError::Invalid(format!("{}: the name {raw:?} is not UTF-8", abs.display()))
         })?;
-        if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
+        if name.starts_with(TEMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
             continue;
         }
         names.push_str(name);
@@ -822,7 +821,7 @@ fn walk_dir(dir: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), TreeError
         let name = item.file_name().into_string().map_err(|raw| {
             TreeError::Invalid(format!("{}: the name {raw:?} is not UTF-8", dir.display()))
         })?;
-        if name.starts_with(TMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
+        if name.starts_with(TEMP_PREFIX) || (rel.is_empty() && name == OWNER_MARKER) {
             continue;
         }
         let abs = dir.join(&name);

@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, OpenOptions};
 use sha2::{Digest, Sha256};
 
 use super::{
-    ListPage, ObjectMeta, PutMode, StorageError, StoredObject, TMP_PREFIX, content_etag,
+    ListPage, ObjectMeta, PutMode, StorageError, StoredObject, TEMP_PREFIX, content_etag,
     system_time_rfc3339, too_large,
 };
 
@@ -680,7 +680,7 @@ fn write_atomic(
     let (tmp, mut file) = loop {
         attempt += 1;
         let tmp = parent.join(format!(
-            "{TMP_PREFIX}{}-{}",
+            "{TEMP_PREFIX}{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
@@ -750,7 +750,7 @@ impl Walk<'_> {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            if name.starts_with(TMP_PREFIX) {
+            if name.starts_with(TEMP_PREFIX) {
                 continue;
             }
             // Not following symlinks keeps the walk inside the tree and acyclic.
