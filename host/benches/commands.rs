@@ -135,6 +135,12 @@ impl Bench {
     }
 }
 
+/// Whether the switch `name` is on: set to anything but empty, `0`, `false`
+/// or `no` (so `TETHER_BENCH_KEEP=0` keeps nothing).
+fn switch(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -214,7 +220,7 @@ fn main() {
         50,
     );
     report_compiles("tether status", b.compiles(&d, &["status"]));
-    let only_verify = std::env::var_os("TETHER_BENCH_ONLY_VERIFY").is_some();
+    let only_verify = switch("TETHER_BENCH_ONLY_VERIFY");
     if !only_verify {
         jj_status(&b, t);
     }
@@ -224,7 +230,7 @@ fn main() {
     let has_file = String::from_utf8_lossy(&backends.stdout)
         .lines()
         .any(|l| l.split_whitespace().next() == Some("file"));
-    if std::env::var_os("TETHER_BENCH_ONLY_SCALE").is_some() {
+    if switch("TETHER_BENCH_ONLY_SCALE") {
         scale(&b);
         return;
     }
@@ -241,7 +247,7 @@ fn main() {
     }
 
     // 4. Scale: thousands of objects (issue 28).
-    if std::env::var_os("TETHER_BENCH_SKIP_SCALE").is_none() && !only_verify {
+    if !switch("TETHER_BENCH_SKIP_SCALE") && !only_verify {
         scale(&b);
     }
 
@@ -676,7 +682,7 @@ fn count_commit(b: &Bench, d: &Dataset, n: usize) {
 
 /// Leave `d` on disk when `TETHER_BENCH_KEEP` is set (see the module doc).
 fn keep(d: Dataset) {
-    if std::env::var_os("TETHER_BENCH_KEEP").is_some() {
+    if switch("TETHER_BENCH_KEEP") {
         println!("  (kept: {})", d.root().display());
         std::mem::forget(d);
     }
@@ -740,7 +746,7 @@ fn big_directory(b: &Bench) -> Option<Dataset> {
         "(no tether: the floor of a warm scan)",
         10,
     );
-    if std::env::var_os("TETHER_BENCH_KEEP").is_some() {
+    if switch("TETHER_BENCH_KEEP") {
         keep(d);
         return None;
     }
