@@ -6,6 +6,8 @@
 //! - a commit syncs tether's own files a fixed number of times, whatever the
 //!   number of objects, and the stores' pin writes once per filesystem, not
 //!   once per put (counted from the sync log, `RUST_LOG=tether::sync=debug`);
+//! - a commit reads every manifest twice (to plan, and under the lock to
+//!   apply), counted from `RUST_LOG=tether::manifests=debug`;
 //! - a commit killed half-way through pinning 1,000 objects re-runs to the
 //!   pins and manifests its plan named, the pins it made counted as made;
 //! - a commit of 1,200 objects lands under a limit of 256 open files;
@@ -217,6 +219,34 @@ fn commit_syncs_do_not_grow_with_the_objects() {
     }
     assert_eq!(counts[0], counts[1], "the same syncs for 5 and 90 objects");
     assert!(counts[1].1 <= 12, "{counts:?}");
+}
+
+/// How many times one `tether` run read every manifest, from its log.
+fn manifest_reads(d: &Dataset, args: &[&str]) -> usize {
+    let out = d
+        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(args)
+        .env("RUST_LOG", "tether::manifests=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("read every manifest"))
+        .count()
+}
+
+/// A commit reads the manifests once to plan (its bookmark and staleness
+/// checks share that read) and once under the lock to apply, whether it
+/// pins every object or some; a `status` reads them once.
+#[test]
+fn a_commit_reads_every_manifest_twice() {
+    let d = Dataset::init();
+    let stores = many(&d, 30);
+    assert_eq!(manifest_reads(&d, &["status"]), 1);
+    assert_eq!(manifest_reads(&d, &["commit", "-m", "first pins"]), 2);
+    stores[3].write(json!({"n": 1}), "changed");
+    assert_eq!(manifest_reads(&d, &["commit", "-m", "one changed"]), 2);
 }
 
 /// The `started` record of the newest operation in `d`'s journal, with the

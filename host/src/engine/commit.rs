@@ -47,8 +47,13 @@ pub struct CommitReport {
     pub unchanged: Vec<String>,
 }
 
-/// Refuse a working copy that cannot commit: read-only, or off its bookmark.
-pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
+/// Refuse a working copy that cannot commit: read-only, stale against
+/// `manifests` (the working tree's, as the caller read them), or off its
+/// bookmark.
+pub(crate) fn check_bookmark(
+    repo: &Repo,
+    manifests: &BTreeMap<String, Manifest>,
+) -> Result<String> {
     let ws = repo.workspace()?;
     let Some(bookmark) = ws.bookmark.clone() else {
         return Err(
@@ -56,7 +61,7 @@ pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
                 .hint("`tether new NAME` to work on one"),
         );
     };
-    super::fork::refuse_if_stale(repo, &ws)?;
+    super::fork::refuse_if_stale(&ws, manifests)?;
     let here = repo.vcs.working_bookmarks()?;
     if here.contains(&bookmark) {
         return Ok(bookmark);
@@ -84,8 +89,9 @@ pub(crate) fn check_bookmark(repo: &Repo) -> Result<String> {
 
 /// Decide what commit would do.
 pub async fn plan(repo: &Repo, opts: &CommitOptions) -> Result<Plan> {
-    let bookmark = check_bookmark(repo)?;
+    // One read of the manifests serves the bookmark check and the plan.
     let manifests = repo.manifests()?;
+    let bookmark = check_bookmark(repo, &manifests)?;
     let keys = key::select_keys(&opts.keys, manifests.keys().map(String::as_str))?;
     if !opts.keys.is_empty() {
         check_whole_scopes(repo, &manifests, &keys).await?;

@@ -104,9 +104,10 @@ pub fn stale_keys(ws: &WorkspaceState, manifests: &BTreeMap<String, Manifest>) -
         .collect()
 }
 
-/// Refuse a write (a writable open, a commit) from a stale working copy.
-pub fn refuse_if_stale(repo: &Repo, ws: &WorkspaceState) -> Result<()> {
-    let stale = stale_keys(ws, &repo.manifests()?);
+/// Refuse a write (a writable open, a commit) from a stale working copy,
+/// given the working tree's manifests (the caller's read, not another).
+pub fn refuse_if_stale(ws: &WorkspaceState, manifests: &BTreeMap<String, Manifest>) -> Result<()> {
+    let stale = stale_keys(ws, manifests);
     if stale.is_empty() {
         return Ok(());
     }
@@ -132,8 +133,8 @@ pub async fn materialize_fork(repo: &Repo, key: &str) -> Result<Option<String>> 
     let Some(mut name) = ws.pending_forks.get(key).cloned() else {
         return Ok(None);
     };
-    refuse_if_stale(repo, &ws)?;
     let manifests = repo.manifests()?;
+    refuse_if_stale(&ws, &manifests)?;
     let m = manifests
         .get(key)
         .ok_or_else(|| TetherError::no_such_object(key, manifests.keys().map(String::as_str)))?;

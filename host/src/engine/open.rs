@@ -122,7 +122,7 @@ async fn at_working_ref(repo: &Repo, key: &str, access: Access) -> Result<Resolv
     };
     if writable {
         // No writable handle from a stale working copy (read-only ones keep working).
-        super::fork::refuse_if_stale(repo, &ws)?;
+        super::fork::refuse_if_stale(&ws, &repo.manifests()?)?;
     }
     let target = match Repo::working_ref(&ws, key) {
         Some(r) => Target::WorkingRef(r),

@@ -76,7 +76,9 @@ pub struct PullReport {
 }
 
 pub async fn pull(repo: &Repo, opts: &PullOptions) -> Result<PullReport> {
-    let bookmark = commit::check_bookmark(repo)?;
+    // Read again under the lock below: this read only checks the working
+    // copy may commit at all.
+    let bookmark = commit::check_bookmark(repo, &repo.manifests()?)?;
     if let Some(named) = opts.bookmark.as_deref()
         && named != bookmark
     {

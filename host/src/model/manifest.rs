@@ -580,6 +580,13 @@ pub fn read_all(objects_dir: &Path) -> Result<BTreeMap<String, Manifest>> {
         found.push((key, path.to_path_buf()));
         Ok(())
     })?;
+    // Counted by tests: a command reads every manifest a fixed number of
+    // times, whatever their number.
+    tracing::debug!(
+        target: "tether::manifests",
+        manifests = found.len(),
+        "read every manifest"
+    );
     let read = |(key, path): &(String, PathBuf)| read_manifest_file(path, key);
     let parsed: Vec<Result<Manifest>> = if found.len() < PARALLEL_READ_FROM {
         found.iter().map(read).collect()
