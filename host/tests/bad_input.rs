@@ -213,6 +213,32 @@ fn a_plan_whose_object_moved_is_refused() {
     assert_eq!(store.tags(), tags, "nothing was pinned");
 }
 
+/// A plan that cannot be saved names the file and says why once: the error
+/// quotes its cause, and the causes printed after it do not repeat it.
+#[test]
+fn a_plan_that_cannot_be_saved_says_why_once() {
+    let (d, store) = with_memory();
+    d.ok(&["commit", "-m", "baseline"]);
+    store.write(json!({"labels": "1"}), "relabel");
+    let missing = d.tmp().join("no-such-dir/p.json");
+    // Planning refreshes the snapshot cache, as `--dry-run` does, so this is
+    // not `refused` (which wants nothing written at all).
+    let out = d.tether(&["commit", "-m", "x", "--plan", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: plan file ") && err.contains("no-such-dir/p.json"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "the cause once: {err}"
+    );
+    assert_eq!(stdout(&out), "");
+    assert!(!missing.exists());
+}
+
 #[test]
 fn from_plan_refuses_dry_run_and_plan() {
     let (d, _, plan) = planned();

@@ -225,13 +225,13 @@ impl ErrorReport {
             // argument it checks itself): the spec's base class.
             ("TetherError", Vec::new())
         };
-        let mut message = match e.downcast_ref::<TetherError>() {
-            Some(t) => t.reason(),
-            None => e.to_string(),
-        };
-        for cause in e.chain().skip(1) {
-            message.push_str(&format!(": {cause}"));
-        }
+        let message = with_causes(
+            match e.downcast_ref::<TetherError>() {
+                Some(t) => t.reason(),
+                None => e.to_string(),
+            },
+            e,
+        );
         // Bounded like the text on stderr (it may quote a clone's file or a
         // plugin's reply); JSON's own escaping covers control characters.
         ErrorReport {
@@ -273,16 +273,27 @@ impl ErrorReport {
 /// script never parses prose. The text on stderr is escaped and bounded
 /// ([`display::message`]): it may quote a clone's file or a plugin's reply.
 pub fn fail(e: &anyhow::Error, json: bool) -> ExitCode {
-    let mut text = e.to_string();
-    for cause in e.chain().skip(1) {
-        text.push_str(&format!(": {cause}"));
-    }
+    let text = with_causes(e.to_string(), e);
     write_err(format_args!("error: {text}"));
     let report = ErrorReport::of(e);
     if json {
         report.print_json();
     }
     ExitCode::from(report.exit_code())
+}
+
+/// `text` (what `e` says) followed by each of `e`'s causes, but for one the
+/// text already ends with: an error whose message quotes its source (`plan
+/// file X: No such file ...`) would otherwise say it twice.
+fn with_causes(mut text: String, e: &anyhow::Error) -> String {
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// `eprintln!` for a line that may quote text tether did not write (a
