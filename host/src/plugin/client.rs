@@ -599,7 +599,12 @@ impl ObjectClient {
     async fn call(&self, call: Call) -> Result<Reply, BackendError> {
         self.refuse_checkout_grants()?;
         let tree = self.tree();
-        run(
+        // Boxed: a call's state (an instance being made, the component
+        // model's lowering) is tens of kilobytes, and held inline it made
+        // every caller's future as big, before it ever ran. A fan-out holds
+        // one future per object, so 10,000 objects' futures touched hundreds
+        // of megabytes; boxed, only the calls running hold that state.
+        Box::pin(run(
             &self.plugin,
             &self.config,
             &self.locator,
@@ -607,7 +612,7 @@ impl ObjectClient {
             tree,
             call,
             self.resident.as_deref(),
-        )
+        ))
         .await
     }
 
