@@ -169,6 +169,10 @@ fn add(path: &Path, file: &str, new: Vec<Value>) -> Result<usize, OplogError> {
 /// one of those ids as a plain JSON string. Only a `false` is sure (no such
 /// record); an id with an escape in it, or a file that is not there or not
 /// readable as bytes, answers `true` for the full read to decide.
+///
+/// The index grows with every pin a clone makes (a few hundred bytes each):
+/// it is read in chunks of whole lines, never whole, so a long history costs
+/// this check a read of the file and no memory to hold it.
 fn any_pin_id_occurs(path: &Path, new: &[Value]) -> Result<bool, OplogError> {
     let mut ids = std::collections::HashSet::new();
     for record in new {
@@ -177,33 +181,86 @@ fn any_pin_id_occurs(path: &Path, new: &[Value]) -> Result<bool, OplogError> {
             _ => return Ok(true),
         };
     }
-    let bytes = match crate::model::fsutil::open_nofollow(path) {
-        Ok(mut f) => {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| OplogError::io(path, e))?;
-            bytes
-        }
+    let file = match crate::model::fsutil::open_nofollow(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(_) => return Ok(true),
     };
+    scan_lines(file, SCAN_CHUNK, |lines| mentions_any(lines, &ids))
+        .map_err(|e| OplogError::io(path, e))
+}
+
+/// How much of the pin index [`any_pin_id_occurs`] reads at a time.
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// Feed `found` what `reader` holds, in pieces of whole lines of about
+/// `chunk` bytes (a longer line whole, the text after the last newline
+/// last), until it answers `true`; `false` when none did.
+fn scan_lines(
+    mut reader: impl std::io::Read,
+    chunk: usize,
+    mut found: impl FnMut(&[u8]) -> bool,
+) -> std::io::Result<bool> {
+    let mut buf = vec![0u8; chunk.max(1)];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            // A line longer than the buffer: read on until it ends.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match reader.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        len += n;
+        let end = if n == 0 {
+            len
+        } else {
+            match memchr::memrchr(b'\n', &buf[..len]) {
+                Some(i) => i + 1,
+                None => continue,
+            }
+        };
+        if found(&buf[..end]) {
+            return Ok(true);
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        buf.copy_within(end..len, 0);
+        len -= end;
+    }
+}
+
+/// Whether `bytes` (whole lines of the pin index) may name one of `ids`
+/// (see [`any_pin_id_occurs`]).
+fn mentions_any(bytes: &[u8], ids: &std::collections::HashSet<&[u8]>) -> bool {
     const FIELD: &[u8] = b"\"pin_id\"";
-    for at in memchr::memmem::find_iter(&bytes, FIELD) {
-        let rest = &bytes[at + FIELD.len()..];
-        let rest = trim_json_space(rest);
+    for at in memchr::memmem::find_iter(bytes, FIELD) {
+        let rest = trim_json_space(&bytes[at + FIELD.len()..]);
         let Some(rest) = rest.strip_prefix(b":") else {
+            // The piece ends before the value: not sure.
+            if rest.is_empty() {
+                return true;
+            }
             continue;
         };
-        let Some(value) = trim_json_space(rest).strip_prefix(b"\"") else {
+        let rest = trim_json_space(rest);
+        let Some(value) = rest.strip_prefix(b"\"") else {
+            if rest.is_empty() {
+                return true;
+            }
             continue;
         };
         let Some(end) = memchr::memchr2(b'"', b'\\', value) else {
-            return Ok(true);
+            return true;
         };
         if value[end] == b'\\' || ids.contains(&value[..end]) {
-            return Ok(true);
+            return true;
         }
     }
-    Ok(false)
+    false
 }
 
 fn trim_json_space(bytes: &[u8]) -> &[u8] {
@@ -463,6 +520,52 @@ mod tests {
         compact(&path).unwrap();
         assert_eq!(jsonl::read(&path).unwrap().len(), 3);
         assert_eq!(read_pinned(dir.path(), "0a1b2c3d").unwrap().len(), 3);
+    }
+
+    /// The index is scanned in pieces of whole lines: an id is found
+    /// wherever the pieces fall (here every size from one byte to past the
+    /// file), and a line longer than a piece is read whole.
+    #[test]
+    fn the_pin_index_scan_finds_an_id_across_piece_boundaries() {
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str(&format!(
+                "{{\"dataset_id\":\"0a1b2c3d\",\"pin_id\":\"0a1b2c3d.{i:02}\",\"kind\":\"memory\"}}\n"
+            ));
+        }
+        // A last line with no newline (a torn append) still counts.
+        text.push_str("{\"pin_id\":\"0a1b2c3d.zz\"");
+        let ids = |id: &str| -> std::collections::HashSet<Vec<u8>> {
+            [format!("0a1b2c3d.{id}").into_bytes()].into()
+        };
+        for chunk in 1..text.len() + 8 {
+            for (id, there) in [
+                ("00", true),
+                ("17", true),
+                ("39", true),
+                ("zz", true),
+                ("40", false),
+            ] {
+                let want = ids(id);
+                let want: std::collections::HashSet<&[u8]> =
+                    want.iter().map(Vec::as_slice).collect();
+                let mut pieces = 0;
+                let found = scan_lines(text.as_bytes(), chunk, |lines| {
+                    pieces += 1;
+                    mentions_any(lines, &want)
+                })
+                .unwrap();
+                assert_eq!(found, there, "{id} with pieces of {chunk}");
+                if !there && chunk >= text.len() {
+                    assert!(pieces <= 2, "{pieces} pieces of {chunk}");
+                }
+            }
+        }
+        // A field whose value a piece cuts off is not a sure "no".
+        let want: std::collections::HashSet<&[u8]> = [b"x".as_slice()].into();
+        assert!(mentions_any(b"{\"pin_id\"", &want));
+        assert!(mentions_any(b"{\"pin_id\": ", &want));
+        assert!(!mentions_any(b"{\"pin_id\": 3}", &want));
     }
 
     #[test]
