@@ -14,6 +14,8 @@
 //! - under jj, a `status` while jj's operation heads stand starts no jj
 //!   process, and one after any jj operation (here or in another workspace,
 //!   `jj undo`) starts one;
+//! - a plugin call's future is small until it runs (a fan-out holds one
+//!   per object), measured with `size_of_val`;
 //! - plugin instances are counted by the runtime: objects on one store, asked
 //!   in turn, share one instance (and objects on different stores never do);
 //!   an instance that trapped is never reused; a first commit takes at most
@@ -423,6 +425,37 @@ fn counting_runtime() -> Runtime {
         ..RuntimeConfig::default()
     })
     .expect("runtime")
+}
+
+/// A fan-out holds one future per object before any runs (10,000 for a
+/// commit of 10,000 objects): a plugin call's future stays small until it
+/// runs, its call state boxed (held inline, it was tens of kilobytes).
+#[test]
+fn a_waiting_plugin_call_is_small() {
+    block_on(async {
+        let rt = counting_runtime();
+        let memory = rt
+            .load_file(&first_party_plugin("tether_plugin_memory"))
+            .await
+            .expect("load memory");
+        let object = memory.object(&json!({"system": "/nonexistent"}), &json!({}));
+        let state = json!({"snapshot_id": "x"});
+        let sizes = [
+            (
+                "fingerprint",
+                std::mem::size_of_val(&object.fingerprint(None)),
+            ),
+            ("identity", std::mem::size_of_val(&object.identity())),
+            ("pin", std::mem::size_of_val(&object.pin(&state, "p"))),
+            (
+                "verify",
+                std::mem::size_of_val(&object.verify(&state, None, false)),
+            ),
+        ];
+        for (call, size) in sizes {
+            assert!(size <= 2048, "a waiting {call} is {size} bytes");
+        }
+    });
 }
 
 /// Twenty memory objects on one store (a branch each), each asked its
