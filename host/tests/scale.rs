@@ -427,6 +427,13 @@ fn counting_runtime() -> Runtime {
     .expect("runtime")
 }
 
+/// The memory plugin, loaded into `rt`.
+async fn memory_plugin(rt: &Runtime) -> std::sync::Arc<tether::plugin::Plugin> {
+    rt.load_file(&first_party_plugin("tether_plugin_memory"))
+        .await
+        .expect("load memory")
+}
+
 /// A fan-out holds one future per object before any runs (10,000 for a
 /// commit of 10,000 objects): a plugin call's future stays small until it
 /// runs, its call state boxed (held inline, it was tens of kilobytes).
@@ -434,10 +441,7 @@ fn counting_runtime() -> Runtime {
 fn a_waiting_plugin_call_is_small() {
     block_on(async {
         let rt = counting_runtime();
-        let memory = rt
-            .load_file(&first_party_plugin("tether_plugin_memory"))
-            .await
-            .expect("load memory");
+        let memory = memory_plugin(&rt).await;
         let object = memory.object(&json!({"system": "/nonexistent"}), &json!({}));
         let state = json!({"snapshot_id": "x"});
         let sizes = [
@@ -465,10 +469,7 @@ fn a_waiting_plugin_call_is_small() {
 fn objects_on_one_store_share_one_instance_and_other_stores_do_not() {
     block_on(async {
         let rt = counting_runtime();
-        let memory = rt
-            .load_file(&first_party_plugin("tether_plugin_memory"))
-            .await
-            .expect("load memory");
+        let memory = memory_plugin(&rt).await;
         let dir = tempfile::tempdir().unwrap();
         let made = |name: &str| {
             let scratch = dir.path().join(name);
