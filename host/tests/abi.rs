@@ -19,6 +19,38 @@ use tether::plugin::{
 };
 use tether_testkit::{block_on, cache_dir, first_party_plugin, test_plugin};
 
+/// Whether the component's bytes hold `s` (an interface name it imports or
+/// exports).
+fn holds(path: &std::path::Path, s: &str) -> bool {
+    let bytes = std::fs::read(path).expect("read the fixture");
+    bytes.windows(s.len()).any(|w| w == s.as_bytes())
+}
+
+/// The plugin built against the frozen contract `version` (`abi_0_1_2` for
+/// 0.1.2), loaded into `rt`. Not vacuous: its bytes are checked to carry the
+/// names in `has` and none in `lacks`, while this host's bindings are newer.
+async fn load_frozen(
+    rt: &Runtime,
+    version: &str,
+    has: &[&str],
+    lacks: &[&str],
+) -> std::sync::Arc<tether::plugin::Plugin> {
+    let path = test_plugin(&format!("abi_{}", version.replace('.', "_")));
+    for name in has {
+        assert!(holds(&path, name), "the {version} plugin holds {name}");
+    }
+    for name in lacks {
+        assert!(!holds(&path, name), "the {version} plugin lacks {name}");
+    }
+    assert_ne!(HOST_ABI, version);
+    let old = rt
+        .load_file(&path)
+        .await
+        .unwrap_or_else(|e| panic!("the {version} plugin loads in this host: {e}"));
+    assert_eq!(old.descriptor().abi, version);
+    old
+}
+
 fn runtime() -> Runtime {
     runtime_caching_in(cache_dir())
 }
@@ -35,23 +67,10 @@ fn runtime_caching_in(cache_root: std::path::PathBuf) -> Runtime {
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
     block_on(async {
-        let path = test_plugin("abi_0_1_0");
-        // Not vacuous: the component really carries 0.1.0 names, while this
-        // host's bindings are newer.
-        let bytes = std::fs::read(&path).expect("read the fixture");
-        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
-        assert!(has("tether:backend/backend@0.1.0"));
-        assert!(!has("@0.1.1"));
-        assert_ne!(HOST_ABI, "0.1.0");
-
         let rt = runtime();
-        let old = rt
-            .load_file(&path)
-            .await
-            .expect("the 0.1.0 plugin loads in this host");
+        let old = load_frozen(&rt, "0.1.0", &["tether:backend/backend@0.1.0"], &["@0.1.1"]).await;
         let d = old.descriptor();
         assert_eq!(d.kind, "abi-old");
-        assert_eq!(d.abi, "0.1.0");
         assert_eq!(d.capabilities, vec!["FINGERPRINT".to_string()]);
         assert!(!old.has_harness());
         // describe-ext came in 0.1.1: this plugin says nothing.
@@ -102,19 +121,16 @@ fn a_plugin_built_against_the_frozen_0_1_0_contract_loads_and_serves_calls() {
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_1_contract_keeps_its_describe_ext() {
     block_on(async {
-        let path = test_plugin("abi_0_1_1");
-        let bytes = std::fs::read(&path).expect("read the fixture");
-        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
-        assert!(has("tether:backend/backend@0.1.1"));
-        assert!(has("tether:backend/describe-ext@0.1.1"));
-        assert!(!has("describe-fs"));
-        assert_ne!(HOST_ABI, "0.1.1");
-
-        let old = runtime()
-            .load_file(&path)
-            .await
-            .expect("the 0.1.1 plugin loads in this host");
-        assert_eq!(old.descriptor().abi, "0.1.1");
+        let old = load_frozen(
+            &runtime(),
+            "0.1.1",
+            &[
+                "tether:backend/backend@0.1.1",
+                "tether:backend/describe-ext@0.1.1",
+            ],
+            &["describe-fs"],
+        )
+        .await;
         assert_eq!(
             old.config_keys().await.expect("config keys"),
             Some(vec!["region".to_string()])
@@ -134,19 +150,16 @@ fn a_plugin_built_against_the_frozen_0_1_1_contract_keeps_its_describe_ext() {
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_2_contract_keeps_its_directory_and_gets_no_network() {
     block_on(async {
-        let path = test_plugin("abi_0_1_2");
-        let bytes = std::fs::read(&path).expect("read the fixture");
-        let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
-        assert!(has("tether:backend/backend@0.1.2"));
-        assert!(has("tether:backend/describe-fs@0.1.2"));
-        assert!(!has("describe-net") && !has("tether:backend/sql"));
-        assert_ne!(HOST_ABI, "0.1.2");
-
-        let old = runtime()
-            .load_file(&path)
-            .await
-            .expect("the 0.1.2 plugin loads in this host");
-        assert_eq!(old.descriptor().abi, "0.1.2");
+        let old = load_frozen(
+            &runtime(),
+            "0.1.2",
+            &[
+                "tether:backend/backend@0.1.2",
+                "tether:backend/describe-fs@0.1.2",
+            ],
+            &["describe-net", "tether:backend/sql"],
+        )
+        .await;
         assert_eq!(
             old.config_keys().await.expect("config keys"),
             Some(vec!["region".to_string()])
@@ -209,28 +222,20 @@ fn an_sdk_plugin_that_does_not_opt_in_has_no_describe_ext() {
     });
 }
 
-/// Whether the component's bytes hold `s` (an interface name it imports or
-/// exports).
-fn holds(path: &std::path::Path, s: &str) -> bool {
-    let bytes = std::fs::read(path).expect("read the fixture");
-    bytes.windows(s.len()).any(|w| w == s.as_bytes())
-}
-
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_3_contract_keeps_its_net_grants_and_sql() {
     block_on(async {
-        let path = test_plugin("abi_0_1_3");
-        assert!(holds(&path, "tether:backend/backend@0.1.3"));
-        assert!(holds(&path, "tether:backend/describe-net@0.1.3"));
-        assert!(holds(&path, "tether:backend/sql@0.1.3"));
-        assert!(!holds(&path, "describe-meta"));
-        assert_ne!(HOST_ABI, "0.1.3");
-
-        let old = runtime()
-            .load_file(&path)
-            .await
-            .expect("the 0.1.3 plugin loads in this host");
-        assert_eq!(old.descriptor().abi, "0.1.3");
+        let old = load_frozen(
+            &runtime(),
+            "0.1.3",
+            &[
+                "tether:backend/backend@0.1.3",
+                "tether:backend/describe-net@0.1.3",
+                "tether:backend/sql@0.1.3",
+            ],
+            &["describe-meta"],
+        )
+        .await;
         assert_eq!(
             old.config_keys().await.expect("config keys"),
             Some(vec!["region".to_string()])
@@ -280,18 +285,17 @@ fn a_plugin_built_against_the_frozen_0_1_3_contract_keeps_its_net_grants_and_sql
 #[test]
 fn a_plugin_built_against_the_frozen_0_1_4_contract_reads_head_version() {
     block_on(async {
-        let path = test_plugin("abi_0_1_4");
-        assert!(holds(&path, "tether:backend/backend@0.1.4"));
-        assert!(holds(&path, "tether:backend/storage@0.1.4"));
-        assert!(holds(&path, "head-version"));
-        assert!(!holds(&path, "describe-meta"));
-        assert_ne!(HOST_ABI, "0.1.4");
-
-        let old = runtime()
-            .load_file(&path)
-            .await
-            .expect("the 0.1.4 plugin loads in this host");
-        assert_eq!(old.descriptor().abi, "0.1.4");
+        let old = load_frozen(
+            &runtime(),
+            "0.1.4",
+            &[
+                "tether:backend/backend@0.1.4",
+                "tether:backend/storage@0.1.4",
+                "head-version",
+            ],
+            &["describe-meta"],
+        )
+        .await;
         assert_eq!(
             old.config_keys().await.expect("config keys"),
             Some(Vec::new())
