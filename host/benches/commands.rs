@@ -28,9 +28,11 @@
 //! 4. Scale (issue 28), in a dataset of `TETHER_BENCH_SCALE` (default 10,000)
 //!    memory objects registered as `add` registers them: `add` of one more,
 //!    the first `commit` (every object pinned), `status --snapshot`, and a
-//!    `commit` of every object changed, with the syscalls and syncs of one
-//!    more such commit counted by `strace -f -c` (when installed) and by
-//!    tether's own sync log (`RUST_LOG=tether::sync=debug`).
+//!    `commit` of every object changed (each commit printed with its phase
+//!    times, from `RUST_LOG=tether::engine::commit=debug`), with the
+//!    syscalls and syncs of one more such commit counted by `strace -f -c`
+//!    (when installed) and by tether's own sync log
+//!    (`RUST_LOG=tether::sync=debug`).
 //!
 //! `TETHER_BENCH_ONLY_SCALE=1` runs scenario 1 (with jj) then 4 only;
 //! `TETHER_BENCH_SKIP_SCALE=1` leaves 4 out. `TETHER_BENCH_ONLY_VERIFY=1`
@@ -70,10 +72,15 @@ struct Bench {
 
 impl Bench {
     fn run(&self, d: &Dataset, args: &[&str], log: bool) -> (Duration, Output) {
+        self.run_logging(d, args, log.then_some("tether=debug"))
+    }
+
+    /// [`Bench::run`] with `RUST_LOG` set to `filter` (when given).
+    fn run_logging(&self, d: &Dataset, args: &[&str], filter: Option<&str>) -> (Duration, Output) {
         let mut cmd = d.command(&self.exe, &d.root());
         cmd.args(args).env("TETHER_CACHE_DIR", self.cache.path());
-        if log {
-            cmd.env("RUST_LOG", "tether=debug");
+        if let Some(filter) = filter {
+            cmd.env("RUST_LOG", filter);
         }
         let start = Instant::now();
         let out = cmd.output().expect("run tether");
@@ -500,16 +507,32 @@ fn scale_objects() -> usize {
         .unwrap_or(10_000)
 }
 
-/// One run of `args`, timed, required to succeed.
-fn timed(b: &Bench, d: &Dataset, args: &[&str]) -> Duration {
-    let (t, out) = b.run(d, args, false);
-    assert!(
-        out.status.success(),
-        "tether {}:\n{}",
-        args.join(" "),
-        describe(&out)
-    );
-    t
+/// One timed `commit`, required to succeed, with its phases printed under
+/// its row: the time of each of `tether::engine::commit`'s debug lines (the
+/// plan applied, its checks, the journal, the pins, the manifests, the VCS
+/// commit), so a slow run says where it was slow. Only those few lines are
+/// logged, so the log costs the run nothing worth measuring.
+fn timed_commit(b: &Bench, d: &Dataset, message: &str) -> (Duration, String) {
+    let args = ["commit", "-m", message];
+    let (t, out) = b.run_logging(d, &args, Some("tether::engine::commit=debug"));
+    assert!(out.status.success(), "tether commit:\n{}", describe(&out));
+    let phases: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|line| {
+            // `   1.234567890s DEBUG tether::engine::commit: commit: what ...`
+            let (at, rest) = line.trim_start().split_once("s ")?;
+            let at: f64 = at.parse().ok()?;
+            let what = rest.split_once("commit: commit: ")?.1;
+            // The words before its fields (`pins landed`, not `pins=...`).
+            let what = what
+                .split(' ')
+                .take_while(|w| !w.contains('='))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Some(format!("{what} {at:.2}"))
+        })
+        .collect();
+    (t, format!("  phases (s from start): {}", phases.join(", ")))
 }
 
 /// Scenario 4: `n` memory objects, each in a store of its own. The first is
@@ -562,13 +585,14 @@ fn scale(b: &Bench) {
     );
     std::fs::remove_file(&manifest).unwrap();
 
-    let t = timed(b, &d, &["commit", "-m", "first pins"]);
+    let (t, phases) = timed_commit(b, &d, "first pins");
     report(
         &format!("commit, {n} objects, first pins"),
         t,
         "target: <= 5000 ms",
         1,
     );
+    println!("{phases}");
     let change = |round: usize| {
         for s in &stores {
             s.write(json!({"round": round}), &format!("round {round}"));
@@ -582,13 +606,14 @@ fn scale(b: &Bench) {
         "target: <= 1500 ms",
         3,
     );
-    let t = timed(b, &d, &["commit", "-m", "round 1"]);
+    let (t, phases) = timed_commit(b, &d, "round 1");
     report(
         &format!("commit, {n} changed objects"),
         t,
         "target: <= 5000 ms",
         1,
     );
+    println!("{phases}");
     let t = b.median(&d, &add, 10, 0, || {
         let _ = std::fs::remove_file(&manifest);
     });
