@@ -136,15 +136,20 @@ fn a_commit_of_more_objects_than_open_files_allowed_lands() {
     d.ok(&["status"]);
 }
 
+/// `tether ARGS` with `RUST_LOG=filter`: how the tests here count what a run
+/// did from its debug log.
+fn logged(d: &Dataset, args: &[&str], filter: &str) -> Output {
+    d.command(env!("CARGO_BIN_EXE_tether"), &d.root())
+        .args(args)
+        .env("RUST_LOG", filter)
+        .output()
+        .unwrap()
+}
+
 /// `tether ARGS` with tether's sync log on: the output, and the files it
 /// synced, one entry per sync.
 fn synced(d: &Dataset, args: &[&str]) -> (Output, Vec<String>) {
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .args(args)
-        .env("RUST_LOG", "tether::sync=debug")
-        .output()
-        .unwrap();
+    let out = logged(d, args, "tether::sync=debug");
     let syncs = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| l.contains("tether::sync"))
@@ -225,12 +230,7 @@ fn commit_syncs_do_not_grow_with_the_objects() {
 
 /// How many times one `tether` run read every manifest, from its log.
 fn manifest_reads(d: &Dataset, args: &[&str]) -> usize {
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .args(args)
-        .env("RUST_LOG", "tether::manifests=debug")
-        .output()
-        .unwrap();
+    let out = logged(d, args, "tether::manifests=debug");
     assert!(out.status.success(), "{}", describe(&out));
     String::from_utf8_lossy(&out.stderr)
         .lines()
@@ -550,12 +550,7 @@ fn an_instance_that_trapped_is_never_reused() {
 
 /// The plugin instances one `tether` run started, from its exit log.
 fn instances(d: &Dataset, args: &[&str]) -> (Output, u64) {
-    let out = d
-        .command(env!("CARGO_BIN_EXE_tether"), &d.root())
-        .args(args)
-        .env("RUST_LOG", "tether::runtime=debug")
-        .output()
-        .unwrap();
+    let out = logged(d, args, "tether::runtime=debug");
     let log = String::from_utf8_lossy(&out.stderr);
     let line = log
         .lines()
