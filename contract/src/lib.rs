@@ -11,6 +11,8 @@
 //! - [`ids`]: pin ids and listing names;
 //! - [`names`]: pin refs, working refs, bookmark slugs and generations;
 //! - [`capability`]: the capability names, as the spec spells them;
+//! - [`meta`]: what a plugin says about itself, and the bounds the host
+//!   keeps it to;
 //! - [`ABI_VERSION`]: the WIT contract version.
 //!
 //! Every recipe is a format (documented in `docs/formats.md`): stores keep
@@ -20,10 +22,12 @@
 pub mod canonical;
 pub mod capability;
 pub mod ids;
+pub mod meta;
 pub mod names;
 pub mod state;
 
 pub use capability::Capability;
+pub use meta::PluginMeta;
 
 /// The version of the `tether:backend` WIT contract (`wit/`) that the host
 /// serves and the SDK builds against; a plugin's `descriptor.abi`.

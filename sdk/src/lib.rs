@@ -360,7 +360,7 @@ macro_rules! __export_meta {
             fn meta()
             -> $crate::describe_meta_bindings::exports::tether::backend::describe_meta::PluginMeta
             {
-                $crate::meta::answer::<$backend>($crate::meta::Meta::from_cargo(
+                $crate::meta::answer::<$backend>($crate::meta::from_cargo(
                     ::core::env!("CARGO_PKG_NAME"),
                     ::core::env!("CARGO_PKG_VERSION"),
                     ::core::env!("CARGO_PKG_AUTHORS"),

@@ -10,58 +10,36 @@
 use crate::backend::Backend;
 use crate::describe_meta_bindings::exports::tether::backend::describe_meta::PluginMeta;
 
-/// What a plugin says about itself: `[package]`-like fields.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Meta {
-    /// The plugin's name (its crate's, `tether-plugin-neon`); not its kind.
-    pub name: String,
-    /// Its version, semver.
-    pub version: String,
-    /// Who wrote it (`Jane Doe <jane@example.com>`).
-    pub authors: Vec<String>,
-    pub description: Option<String>,
-    /// A URL: Cargo's `homepage`, else its `repository`.
-    pub homepage: Option<String>,
-    /// An SPDX expression.
-    pub license: Option<String>,
-    /// What it was verified against (a system's version, a library, a
-    /// stand-in server): what a user needs to judge an experimental backend.
-    pub tested_against: Option<String>,
-}
+/// What a plugin says about itself: `[package]`-like fields. The contract
+/// crate's record, which the host bounds the same way whatever plugin sent
+/// it ([`PluginMeta::bounded`](tether_contract::meta::PluginMeta::bounded)).
+pub use tether_contract::meta::PluginMeta as Meta;
 
-impl Meta {
-    /// From Cargo's `CARGO_PKG_*` values as `env!` gives them: empty means
-    /// unset, and `authors` is colon-separated.
-    pub fn from_cargo(
-        name: &str,
-        version: &str,
-        authors: &str,
-        description: &str,
-        homepage: &str,
-        repository: &str,
-        license: &str,
-    ) -> Meta {
-        let given = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
-        Meta {
-            name: name.to_string(),
-            version: version.to_string(),
-            authors: authors
-                .split(':')
-                .map(str::trim)
-                .filter(|a| !a.is_empty())
-                .map(String::from)
-                .collect(),
-            description: given(description),
-            homepage: given(homepage).or_else(|| given(repository)),
-            license: given(license),
-            tested_against: None,
-        }
-    }
-
-    /// The same, saying what the plugin was tested against.
-    pub fn tested_against(mut self, what: impl Into<String>) -> Meta {
-        self.tested_against = Some(what.into());
-        self
+/// [`Meta`] from Cargo's `CARGO_PKG_*` values as `env!` gives them: empty
+/// means unset, and `authors` is colon-separated.
+pub fn from_cargo(
+    name: &str,
+    version: &str,
+    authors: &str,
+    description: &str,
+    homepage: &str,
+    repository: &str,
+    license: &str,
+) -> Meta {
+    let given = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_string());
+    Meta {
+        name: name.to_string(),
+        version: version.to_string(),
+        authors: authors
+            .split(':')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+            .collect(),
+        description: given(description),
+        homepage: given(homepage).or_else(|| given(repository)),
+        license: given(license),
+        tested_against: None,
     }
 }
 
@@ -83,11 +61,11 @@ pub fn answer<B: Backend>(package: Meta) -> PluginMeta {
 
 #[cfg(test)]
 mod tests {
-    use super::Meta;
+    use super::from_cargo;
 
     #[test]
     fn cargo_values_become_fields_and_empty_ones_none() {
-        let m = Meta::from_cargo(
+        let m = from_cargo(
             "tether-plugin-x",
             "1.2.3",
             "Ann <ann@example.com>:Bo",
@@ -102,7 +80,7 @@ mod tests {
         assert_eq!(m.description, None);
         assert_eq!(m.homepage.as_deref(), Some("https://example.com/x"));
         assert_eq!(m.license.as_deref(), Some("MIT"));
-        let none = Meta::from_cargo("n", "0.0.0", "", "", "", "", "");
+        let none = from_cargo("n", "0.0.0", "", "", "", "", "");
         assert!(none.authors.is_empty() && none.homepage.is_none());
         assert_eq!(
             none.tested_against("a fake").tested_against.as_deref(),

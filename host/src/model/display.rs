@@ -11,6 +11,11 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+// What can act on a terminal or hide what text says (the controls, the
+// bidirectional overrides): one rule with what the host keeps of a plugin's
+// metadata.
+use tether_contract::meta::unsafe_on_terminal as is_unsafe;
+
 /// How many characters of a clone- or store-controlled value an error
 /// quotes: enough to recognise a line, a locator or a key.
 pub const EXCERPT_CHARS: usize = 120;
@@ -19,14 +24,6 @@ pub const EXCERPT_CHARS: usize = 120;
 /// per-object error line) is printed with: generous for anything tether
 /// writes itself, small beside a hostile one.
 pub const MESSAGE_BYTES: usize = 16 * 1024;
-
-/// Whether `c` can act on a terminal or hide what text says: the C0
-/// controls and DEL, the C1 controls (`\u009b` is a one-byte CSI on some
-/// terminals), and the bidirectional overrides and isolates (which reorder
-/// what is shown, "trojan source").
-fn is_unsafe(c: char) -> bool {
-    matches!(c, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
 
 fn escape_if(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
     if !text.chars().any(|c| is_unsafe(c) && !keep(c)) {
