@@ -235,6 +235,8 @@ fn a_plan_that_cannot_be_saved_says_why_once() {
         1,
         "the cause once: {err}"
     );
+    // Not the name of a temporary file the user never chose.
+    assert!(!err.contains("at path") && !err.contains(".tmp"), "{err}");
     assert_eq!(stdout(&out), "");
     assert!(!missing.exists());
 }

@@ -48,7 +48,7 @@ fn stage<'p>(path: &'p Path, bytes: &[u8]) -> Result<(&'p Path, tempfile::NamedT
 }
 
 /// The directory `path` is in (`.` for a bare name).
-fn parent_dir(path: &Path) -> &Path {
+pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -81,11 +81,32 @@ fn device_of(dir: &Path) -> std::io::Result<u64> {
 /// A temporary file in `dir` (prepared) holding `bytes`, the new version of
 /// `path`.
 fn stage_in(dir: &Path, path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile> {
+    temp_file_in(dir, TEMP_PREFIX, bytes).map_err(|e| ModelError::io(path, e))
+}
+
+/// A new file in `dir` named `prefix` and a random tail, readable and
+/// writable by its owner only, holding `bytes` (not synced): removed when
+/// dropped unless persisted over its target. Every file tether replaces
+/// whole starts here.
+///
+/// Its errors are the system's own. tempfile's `tempfile_in` and its
+/// `Write` add `at path "<the temporary file>"` to each, a name the user
+/// never chose and cannot act on, after the target the caller names.
+pub fn temp_file_in(
+    dir: &Path,
+    prefix: &str,
+    bytes: &[u8],
+) -> std::io::Result<tempfile::NamedTempFile> {
     let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(|e| ModelError::io(dir, e))?;
-    tmp.write_all(bytes).map_err(|e| ModelError::io(path, e))?;
+        .prefix(prefix)
+        .make_in(dir, |path| {
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+            opts.open(path)
+        })?;
+    tmp.as_file_mut().write_all(bytes)?;
     Ok(tmp)
 }
 

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::model::fsutil::sync_file;
+use crate::model::fsutil::{TEMP_PREFIX, parent_dir, sync_file, temp_file_in};
 
 /// Append `record` as one line to `path` (created if missing) and sync it.
 pub fn append(path: &Path, record: &Value) -> std::io::Result<()> {
@@ -136,14 +136,7 @@ fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
 }
 
 fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        crate::model::fsutil::sync_dir(dir);
-    }
+    crate::model::fsutil::sync_dir(parent_dir(path));
 }
 
 /// Every decodable record of `path`, oldest first; a missing file is empty. A
@@ -195,14 +188,12 @@ pub fn read_as<T: DeserializeOwned>(path: &Path) -> std::io::Result<Vec<T>> {
 /// same directory, synced, then renamed over it). For compaction; appends are
 /// the normal way in.
 pub fn rewrite(path: &Path, records: &[Value]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let mut text = String::new();
     for r in records {
-        writeln!(tmp, "{r}")?;
+        text.push_str(&r.to_string());
+        text.push('\n');
     }
+    let tmp = temp_file_in(parent_dir(path), TEMP_PREFIX, text.as_bytes())?;
     sync_file(tmp.as_file(), path, true)?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_parent(path);

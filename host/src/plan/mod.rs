@@ -23,14 +23,13 @@ mod error;
 mod precondition;
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::model::canonical;
+use crate::model::{canonical, fsutil};
 
 pub use error::{PlanError, StalePlanError};
 pub(crate) use precondition::same as same_json;
@@ -557,14 +556,14 @@ impl Plan {
             path: path.to_path_buf(),
             source,
         };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
         let mut text = self.to_json_pretty();
         text.push('\n');
-        tmp.write_all(text.as_bytes()).map_err(io)?;
+        let tmp = fsutil::temp_file_in(
+            fsutil::parent_dir(path),
+            fsutil::TEMP_PREFIX,
+            text.as_bytes(),
+        )
+        .map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
         Ok(())

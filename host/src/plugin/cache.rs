@@ -14,14 +14,14 @@
 //! Anything else is ignored and recompiled.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write as _;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use wasmtime::component::Component;
 use wasmtime::{Engine, Precompiled};
 
 use super::error::PluginError;
+use crate::model::fsutil::temp_file_in;
 
 /// The user cache root: `$TETHER_CACHE_DIR`, else `<user cache dir>/tether`.
 pub fn default_cache_root() -> PathBuf {
@@ -127,14 +127,8 @@ impl ComponentCache {
 
     fn store(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         create_private_dir_all(&self.dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .suffix(".cwasm")
-            .tempfile_in(&self.dir)?;
-        tmp.write_all(bytes)?;
+        let tmp = temp_file_in(&self.dir, ".tmp-", bytes)?;
         tmp.as_file().sync_all()?;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
         tmp.persist(path).map_err(|e| e.error)?;
         Ok(())
     }
@@ -191,13 +185,8 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let dir = path.parent().expect("a cache path has a parent");
     create_private_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .suffix(".json")
-        .tempfile_in(dir)?;
-    tmp.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let tmp = temp_file_in(dir, ".tmp-", &bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -37,14 +37,9 @@ impl KeyedCache {
         if key.contains('\n') {
             return;
         }
-        let Ok(mut tmp) = tempfile::Builder::new()
-            .prefix(&format!(".{}-", name.to_string_lossy()))
-            .tempfile_in(dir)
-        else {
-            return;
-        };
         let text = format!("{}{key}\n{body}", self.tag);
-        if std::io::Write::write_all(&mut tmp, text.as_bytes()).is_ok() {
+        let prefix = format!(".{}-", name.to_string_lossy());
+        if let Ok(tmp) = crate::model::fsutil::temp_file_in(dir, &prefix, text.as_bytes()) {
             let _ = tmp.persist(&self.file);
         }
     }
