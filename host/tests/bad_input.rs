@@ -236,7 +236,10 @@ fn a_plan_that_cannot_be_saved_says_why_once() {
         "the cause once: {err}"
     );
     // Not the name of a temporary file the user never chose.
-    assert!(!err.contains("at path") && !err.contains(".tmp"), "{err}");
+    assert!(
+        !err.contains("at path") && !err.contains(".tether-tmp-"),
+        "{err}"
+    );
     assert_eq!(stdout(&out), "");
     assert!(!missing.exists());
 }
