@@ -31,20 +31,22 @@ pub const TEMP_PREFIX: &str = ".tether-tmp-";
 
 /// Write `bytes` to `path` atomically, creating parent directories.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let (dir, tmp) = stage(path, bytes)?;
-    sync_file(tmp.as_file(), path, true).map_err(|e| ModelError::io(path, e))?;
-    tmp.persist(path)
-        .map_err(|e| ModelError::io(path, e.error))?;
-    sync_dir(dir);
-    Ok(())
+    create_real_dir(parent_dir(path))?;
+    replace_file(path, TEMP_PREFIX, bytes).map_err(|e| ModelError::io(path, e))
 }
 
-/// `path`'s directory (created), and a temporary file beside `path` holding
-/// `bytes`, not yet synced.
-fn stage<'p>(path: &'p Path, bytes: &[u8]) -> Result<(&'p Path, tempfile::NamedTempFile)> {
+/// Replace `path` whole with `bytes`, its directory already there: a
+/// temporary file beside it named `prefix` and a random tail
+/// ([`temp_file_in`]), synced, renamed over `path`, and the directory synced
+/// for the rename. A crash leaves the old file or the new one; every sync is
+/// logged as [`sync_file`] says. Errors are the system's own.
+pub fn replace_file(path: &Path, prefix: &str, bytes: &[u8]) -> std::io::Result<()> {
     let dir = parent_dir(path);
-    create_real_dir(dir)?;
-    Ok((dir, stage_in(dir, path, bytes)?))
+    let tmp = temp_file_in(dir, prefix, bytes)?;
+    sync_file(tmp.as_file(), path, true)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir);
+    Ok(())
 }
 
 /// The directory `path` is in (`.` for a bare name).

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::model::fsutil::{TEMP_PREFIX, parent_dir, sync_file, temp_file_in};
+use crate::model::fsutil::{self, TEMP_PREFIX, parent_dir, sync_file};
 
 /// Append `record` as one line to `path` (created if missing) and sync it.
 pub fn append(path: &Path, record: &Value) -> std::io::Result<()> {
@@ -37,7 +37,7 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
     let file = open_append(path)?;
     if !existed {
         sync_file(&file, path, true)?;
-        sync_parent(path);
+        fsutil::sync_dir(parent_dir(path));
     }
     Ok(())
 }
@@ -56,7 +56,7 @@ fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     sync_file(&file, path, false)?;
     if !existed {
         // A new file is durable only once its directory entry is.
-        sync_parent(path);
+        fsutil::sync_dir(parent_dir(path));
     }
     Ok(())
 }
@@ -111,8 +111,7 @@ impl Appender {
 /// which came with the clone.
 fn open_append(path: &Path) -> std::io::Result<File> {
     let file =
-        crate::model::fsutil::nofollow(OpenOptions::new().read(true).create(true).append(true))
-            .open(path)?;
+        fsutil::nofollow(OpenOptions::new().read(true).create(true).append(true)).open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -135,16 +134,12 @@ fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
     Ok(last[0] == b'\n')
 }
 
-fn sync_parent(path: &Path) {
-    crate::model::fsutil::sync_dir(parent_dir(path));
-}
-
 /// Every decodable record of `path`, oldest first; a missing file is empty. A
 /// line that is not JSON (a torn append, a stray edit) is skipped with a
 /// warning: these files are memory aids, and a damaged line must never fail
 /// the command that happens to read one.
 pub fn read(path: &Path) -> std::io::Result<Vec<Value>> {
-    let file = match crate::model::fsutil::open_nofollow(path) {
+    let file = match fsutil::open_nofollow(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -193,11 +188,7 @@ pub fn rewrite(path: &Path, records: &[Value]) -> std::io::Result<()> {
         text.push_str(&r.to_string());
         text.push('\n');
     }
-    let tmp = temp_file_in(parent_dir(path), TEMP_PREFIX, text.as_bytes())?;
-    sync_file(tmp.as_file(), path, true)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    sync_parent(path);
-    Ok(())
+    fsutil::replace_file(path, TEMP_PREFIX, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -558,15 +558,7 @@ impl Plan {
         };
         let mut text = self.to_json_pretty();
         text.push('\n');
-        let tmp = fsutil::temp_file_in(
-            fsutil::parent_dir(path),
-            fsutil::TEMP_PREFIX,
-            text.as_bytes(),
-        )
-        .map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+        fsutil::replace_file(path, fsutil::TEMP_PREFIX, text.as_bytes()).map_err(io)
     }
 
     /// Read a plan `--from-plan FILE` names (see [`Plan::from_value`]).

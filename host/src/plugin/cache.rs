@@ -21,7 +21,7 @@ use wasmtime::component::Component;
 use wasmtime::{Engine, Precompiled};
 
 use super::error::PluginError;
-use crate::model::fsutil::temp_file_in;
+use crate::model::fsutil::{replace_file, temp_file_in};
 
 /// The user cache root: `$TETHER_CACHE_DIR`, else `<user cache dir>/tether`.
 pub fn default_cache_root() -> PathBuf {
@@ -127,10 +127,7 @@ impl ComponentCache {
 
     fn store(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         create_private_dir_all(&self.dir)?;
-        let tmp = temp_file_in(&self.dir, ".tmp-", bytes)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        Ok(())
+        replace_file(path, ".tmp-", bytes)
     }
 }
 
