@@ -855,11 +855,35 @@ fn rfc3339(secs: i64, nanos: u32) -> String {
     let Some(at) = chrono::DateTime::from_timestamp(secs, nanos) else {
         return String::new();
     };
-    let mut s = at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    // Written field by field: a local `get` reports its object's mtime, so
+    // `verify --all-history` formats one per pin, and a strftime pattern is
+    // parsed again on every call.
+    use chrono::{Datelike, Timelike};
+    use std::fmt::Write;
+    let mut s = String::with_capacity(32);
+    let year = at.year();
+    let _ = if (0..=9999).contains(&year) {
+        write!(s, "{year:04}")
+    } else {
+        write!(s, "{}", at.format("%Y"))
+    };
+    let _ = write!(
+        s,
+        "-{:02}-{:02}T{:02}:{:02}:{:02}",
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second()
+    );
     if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
+        // The fraction without its trailing zeros: `.5`, not `.500000000`.
+        let (mut frac, mut digits) = (nanos, 9);
+        while frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        let _ = write!(s, ".{frac:0digits$}");
     }
     s.push('Z');
     s

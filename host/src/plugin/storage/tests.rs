@@ -966,6 +966,13 @@ fn rfc3339_formatting() {
     );
     assert_eq!(rfc3339(-1, 0), "1969-12-31T23:59:59Z");
     assert_eq!(rfc3339(4_102_444_800, 0), "2100-01-01T00:00:00Z");
+    assert_eq!(
+        rfc3339(1_700_000_000, 120_000_000),
+        "2023-11-14T22:13:20.12Z"
+    );
+    // Past the four-digit years, as chrono's `%Y` writes them.
+    assert_eq!(rfc3339(253_402_300_800, 0), "+10000-01-01T00:00:00Z");
+    assert_eq!(rfc3339(-62_167_219_201, 0), "-0001-12-31T23:59:59Z");
 }
 
 /// Eight tasks put `race` with `mode`. Each writes bytes no other put wrote:
