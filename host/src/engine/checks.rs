@@ -141,6 +141,7 @@ pub(crate) async fn check(
     // core), and asking it costs nothing, unlike re-reading the cgroup limits.
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     let total: usize = groups.iter().map(Vec::len).sum();
+    let objects = groups.len();
     let mut calls = Vec::new();
     let mut grouped = Vec::new();
     for group in groups {
@@ -164,8 +165,12 @@ pub(crate) async fn check(
         };
         let mut rest = group;
         let many = client.plugin().has_verify_many();
-        let least = if many { MIN_BATCH_MANY } else { MIN_BATCH };
-        let lengths = batch_lengths(rest.len(), batch_size(total, workers, least));
+        let size = if many {
+            batch_size_many(total, objects, workers)
+        } else {
+            batch_size(total, workers, MIN_BATCH)
+        };
+        let lengths = batch_lengths(rest.len(), size);
         tracing::debug!(
             key = %rest[0].key,
             checks = rest.len(),
@@ -231,10 +236,23 @@ fn by_object(subjects: Vec<Subject>) -> Vec<Vec<Subject>> {
 /// objects than cores (one object with a long history ran on one core), or
 /// a few more (five objects on two cores ran the fifth alone). Four batches
 /// per worker keep them busy to the end; a batch is never smaller than
-/// `least` ([`MIN_BATCH`], or [`MIN_BATCH_MANY`] for a `verify-many`
-/// plugin), since each pays for an instance of its own.
+/// `least`, since each pays for an instance of its own.
 fn batch_size(total: usize, workers: usize, least: usize) -> usize {
     total.div_ceil(workers.max(1) * 4).max(least)
+}
+
+/// [`batch_size`] for a `verify-many` plugin, whose every call opens the
+/// system again (and reads its tags, when a pin is not where it was put):
+/// `total` subjects of `objects` objects are split only as far as keeps the
+/// `workers` equally busy. The objects take `ceil(objects / workers)`
+/// rounds of calls in any case, so each worker's share of the pins is cut
+/// into that many calls, never smaller than [`MIN_BATCH`]. Five objects'
+/// 200 pins on two cores are ten calls of 100, five per core, where one
+/// call per object left one core the fifth alone.
+fn batch_size_many(total: usize, objects: usize, workers: usize) -> usize {
+    let workers = workers.max(1);
+    let rounds = objects.div_ceil(workers).max(1);
+    total.div_ceil(workers * rounds).max(MIN_BATCH)
 }
 
 /// `len` subjects in batches of at most `size`, as equal as can be: 200 in
@@ -249,12 +267,6 @@ fn batch_lengths(len: usize, size: usize) -> Vec<usize> {
 /// The fewest pins worth an instance: instantiating and configuring one
 /// costs about what verifying a few dozen local pins does.
 const MIN_BATCH: usize = 64;
-
-/// The fewest pins worth a `verify-many` call of their own: each call opens
-/// the system and reads its tags again, which a few thousand pins answered
-/// from one reading outweigh. So an object's pins go in one call unless the
-/// whole check is large enough to keep every worker busy with them.
-const MIN_BATCH_MANY: usize = 2048;
 
 /// A backend's answer, or its failure as a report: a store that cannot be
 /// reached at all says the pin is `missing` when it is gone, and `unknown`
@@ -298,16 +310,26 @@ mod tests {
         // unless the object has fewer pins.
         assert_eq!(batch_lengths(5, batch_size(5, 8, MIN_BATCH)), [5]);
         assert_eq!(batch_lengths(70, batch_size(70, 2, MIN_BATCH)), [35, 35]);
-        // A `verify-many` plugin answers an object's pins in one call...
+        // A `verify-many` plugin's pins are split only to even out the
+        // workers: five objects of 200 on two cores, two calls each (five
+        // per core, not three on one and two on the other)...
+        assert_eq!(batch_lengths(200, batch_size_many(1000, 5, 2)), [100, 100]);
+        // ... 10,000 commits x 5 objects the same ...
         assert_eq!(
-            batch_lengths(1000, batch_size(5000, 2, MIN_BATCH_MANY)),
-            [1000]
-        );
-        // ... unless they are enough to keep every worker busy: 10,000
-        // commits x 5 objects on two cores, two calls per object.
-        assert_eq!(
-            batch_lengths(10_000, batch_size(50_000, 2, MIN_BATCH_MANY)),
+            batch_lengths(10_000, batch_size_many(50_000, 5, 2)),
             [5000, 5000]
+        );
+        // ... one object on two cores, one call per core ...
+        assert_eq!(batch_lengths(1000, batch_size_many(1000, 1, 2)), [500, 500]);
+        // ... and as many objects as cores, or a multiple, one call each.
+        assert_eq!(batch_lengths(200, batch_size_many(800, 4, 2)), [200]);
+        assert_eq!(batch_lengths(200, batch_size_many(1600, 8, 8)), [200]);
+        // Fewer than two minimum batches are never split, however many cores.
+        assert_eq!(batch_lengths(100, batch_size_many(100, 1, 8)), [50, 50]);
+        assert_eq!(batch_lengths(60, batch_size_many(60, 1, 8)), [60]);
+        assert_eq!(
+            batch_lengths(0, batch_size_many(0, 0, 2)),
+            Vec::<usize>::new()
         );
         assert_eq!(batch_lengths(0, 64), Vec::<usize>::new());
         // Every subject lands in exactly one batch.
