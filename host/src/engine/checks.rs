@@ -129,7 +129,8 @@ pub(crate) fn subjects(
 /// call, reading its system and tags once; one without it is asked pin by
 /// pin in that instance. An object's pins are split into several batches
 /// when there are too few objects to keep every worker thread busy (see
-/// [`batch_size`]). Each subject comes back with its report.
+/// [`batch_size`] and [`batch_size_many`]). Each subject comes back with its
+/// report.
 pub(crate) async fn check(
     repo: &Repo,
     subjects: Vec<Subject>,
