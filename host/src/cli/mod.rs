@@ -71,21 +71,21 @@ struct Cli {
     /// More log output: -v what tether does, -vv its decisions (debug), -vvv
     /// trace; -vvvv adds the libraries' own (wasmtime, sqlx, ...). RUST_LOG
     /// overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     verbose: u8,
     /// Run as if tether was started in DIR (as `git -C`); repeatable, each
     /// one relative to the last.
-    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append)]
+    #[arg(short = 'C', global = true, value_name = "DIR", action = clap::ArgAction::Append, help_heading = GLOBAL)]
     directory: Vec<PathBuf>,
     /// Print nothing on success but what was asked for: a command that
     /// changes things says nothing (its `--json` still prints), one that
     /// shows things still shows them; no progress and no lock-wait notice.
     /// Errors are always printed.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     quiet: bool,
     /// Colour the human output: auto (on a terminal, unless NO_COLOR is set),
     /// always, or never.
-    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t)]
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t, help_heading = GLOBAL)]
     color: output::ColorChoice,
     #[command(subcommand)]
     command: Command,
@@ -96,19 +96,19 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Make a dataset of an existing git or jj repository.
-    Init(init::Args),
+    Init(Deferred<init::Args>),
     /// List backend kinds with their maturity, tier, and capabilities.
-    Backends(backends::Args),
+    Backends(Deferred<backends::Args>),
     /// Register an object (writes its manifest; contacts nothing).
-    Add(add::Args),
+    Add(Deferred<add::Args>),
     /// Change objects' policies in place.
-    Set(set::Args),
+    Set(Deferred<set::Args>),
     /// Unregister an object (deletes its manifest only).
-    Remove(remove::Args),
+    Remove(Deferred<remove::Args>),
     /// Each object's state against its manifest.
-    Status(status::Args),
+    Status(Deferred<status::Args>),
     /// Fingerprint objects now and cache their states.
-    Snapshot(snapshot::Args),
+    Snapshot(Deferred<snapshot::Args>),
     /// Fetch the heads of this bookmark's branches and commit them onto it.
     ///
     /// The dataset's `git fetch` + rebase. On the trunk that is every
@@ -119,33 +119,33 @@ enum Command {
     /// changed is refused. `undo` uncommits it (pins stay). `--key` pulls only
     /// those objects, and commits only their manifests, as `commit KEY...`
     /// does.
-    Pull(pull::Args),
+    Pull(Deferred<pull::Args>),
     /// Pin mutable objects and record their state in the manifests, then commit them.
-    Commit(commit::Args),
+    Commit(Deferred<commit::Args>),
     /// Start working on a bookmark: its store branches become your working refs.
-    New(new::Args),
+    New(Deferred<new::Args>),
     /// Print a native handle for an object (address on stdout).
-    Open(open::Args),
+    Open(Deferred<open::Args>),
     /// Reset objects' working branches to what a commit pinned, or to a native ref.
-    Restore(restore::Args),
+    Restore(Deferred<restore::Args>),
     /// Land this bookmark on the trunk in every system, then move the trunk bookmark.
-    Promote(promote::Args),
+    Promote(Deferred<promote::Args>),
     /// Check that recorded states and pins still resolve.
-    Verify(verify::Args),
+    Verify(Deferred<verify::Args>),
     /// Show object-level manifest differences between two revisions.
-    Diff(diff::Args),
+    Diff(Deferred<diff::Args>),
     /// List an object's native history, newest first.
-    Log(log::Args),
+    Log(Deferred<log::Args>),
     /// Release pins and branches history no longer names (a dry run by default).
-    Gc(gc::Args),
+    Gc(Deferred<gc::Args>),
     /// Drop commits from a line you keep, then plan gc for what only they pinned.
-    Abandon(abandon::Args),
+    Abandon(Deferred<abandon::Args>),
     /// Throw a bookmark away: its commits, its branches, what only they pinned (dry run by default).
-    Drop(drop::Args),
+    Drop(Deferred<drop::Args>),
     /// Retire a checkout (git worktree remove) and its tether state; no store branch is touched.
-    ForgetWorkspace(forget_workspace::Args),
+    ForgetWorkspace(Deferred<forget_workspace::Args>),
     /// Show this checkout's operation log.
-    Ops(ops::Args),
+    Ops(Deferred<ops::Args>),
     /// Reverse an operation where the stores still allow it.
     ///
     /// commit/pull: uncommit (manifests become working-tree changes; pins
@@ -162,7 +162,7 @@ enum Command {
     /// rest are listed as skipped.
     ///
     /// Exit code 3 when part of the work could not be reversed; the rest was.
-    Undo(undo::Args),
+    Undo(Deferred<undo::Args>),
     /// Recreate missing pins and working branches from the manifests.
     ///
     /// A manifest promises "this pin names this state". If the native ref is
@@ -173,9 +173,9 @@ enum Command {
     /// overwritten. Exit code 3 if something could not be rebuilt. KEY...
     /// repairs only those objects: only their pins and working branches are
     /// checked, and only their stores contacted.
-    Repair(repair::Args),
+    Repair(Deferred<repair::Args>),
     /// List what the stores hold of a lost dataset, and the steps to take it back.
-    Recover(recover::Args),
+    Recover(Deferred<recover::Args>),
     /// [experimental] Write tether history as relational tables for registries.
     ///
     /// Tables: commits, commit_parents, refs, objects, object_states, plus
@@ -183,7 +183,7 @@ enum Command {
     /// see the Registries guide for the schema. Query the SQLite file
     /// directly or `ATTACH` it in DuckDB; the parquet/csv/jsonl directories
     /// get one file per table and a schema.json.
-    Export(export::Args),
+    Export(Deferred<export::Args>),
     /// [experimental] Upsert the export tables into a Postgres schema.
     ///
     /// Idempotent and incremental: commits already present are skipped,
@@ -191,7 +191,7 @@ enum Command {
     /// commit` (or from CI) so a registry can join `objects.uri` /
     /// `objects.commit_id` against its own tables. The DSN never comes from
     /// tether.toml.
-    Publish(publish::Args),
+    Publish(Deferred<publish::Args>),
     /// [experimental] Register or sync objects from a registry query.
     ///
     /// Rows carry `key`, `kind`, and any of `uri`, `locator_json`,
@@ -199,20 +199,117 @@ enum Command {
     /// registry's columns in SQL. Import changes what is tracked (manifests
     /// only) -- run `tether commit` afterwards to record states. `--sync`
     /// removes objects the source no longer lists.
-    Import(import::Args),
+    Import(Deferred<import::Args>),
     /// Manage the plugins a dataset pins: add, trust, pin, list, verify, remove.
+    // Defined whole in every run: its subcommands take their examples when
+    // the definition is made, and `tether help plugin <sub>` is made from it.
     Plugin(plugin::Args),
     /// Print the shell completion script for SHELL (`tether completion bash > ...`).
-    Completion(completion::Args),
+    Completion(Deferred<completion::Args>),
     /// Write the manual pages (tether.1, tether-<command>.1) into a directory.
     #[command(hide = true)]
-    Man(man::Args),
+    Man(Deferred<man::Args>),
 }
 
-/// The command line's definition, as clap builds it (for tests that walk
-/// every command, and for completions).
+/// The command line's definition, every command's arguments defined (for
+/// tests that walk every command, completions and manual pages).
 pub fn command() -> clap::Command {
     examples::attach(<Cli as clap::CommandFactory>::command().long_version(LONG_VERSION.as_str()))
+}
+
+/// The command line's definition as a run parses it: each command's own
+/// arguments are defined only when clap gets to that command. Defining all
+/// of them on every start was a tenth of a cached `status` (`perf record`).
+fn definition() -> clap::Command {
+    DEFER.set(true);
+    let cmd = command();
+    DEFER.set(false);
+    cmd
+}
+
+thread_local! {
+    /// Whether [`Deferred`] arguments are being defined for a run.
+    static DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The heading the global options are listed under in every command's help.
+const GLOBAL: &str = "Global Options";
+
+/// A command's arguments (`T`), defined when clap gets to that command
+/// (`Command::defer`) in the definition a run parses ([`definition`]), and
+/// at once in the whole one ([`command`]): the two read the same.
+#[derive(Debug)]
+struct Deferred<T>(T);
+
+impl<T> std::ops::Deref for Deferred<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: clap::Args> clap::Args for Deferred<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        if DEFER.get() {
+            cmd.defer(|cmd| keeping_about(cmd, T::augment_args))
+        } else {
+            T::augment_args(cmd)
+        }
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        if DEFER.get() {
+            cmd.defer(|cmd| keeping_about(cmd, T::augment_args_for_update))
+        } else {
+            T::augment_args_for_update(cmd)
+        }
+    }
+
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
+/// `cmd` with `augment`'s arguments, and the about it had before: a whole
+/// definition sets a command's about (its variant's doc comment) after its
+/// arguments, so the doc of a struct they flatten in (`new`'s plan options)
+/// never replaces it; a deferred one must put it back.
+fn keeping_about(
+    cmd: clap::Command,
+    augment: impl FnOnce(clap::Command) -> clap::Command,
+) -> clap::Command {
+    let about = cmd.get_about().cloned();
+    let long_about = cmd.get_long_about().cloned();
+    let cmd = augment(cmd);
+    let cmd = match about {
+        Some(about) => cmd.about(about),
+        None => cmd.about(None::<&str>),
+    };
+    match long_about {
+        Some(long_about) => cmd.long_about(long_about),
+        None => cmd.long_about(None::<&str>),
+    }
+}
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(
+        &mut self,
+        matches: &mut clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
 }
 
 /// `tether --version`: what a bug report needs to name the build.
@@ -230,7 +327,7 @@ static LONG_VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 /// Parse the command line, run the command, and turn its outcome into the
 /// spec's exit code (0 ok, 1 error, 2 usage, 3 partial).
 pub fn main() -> ExitCode {
-    let parsed = command()
+    let parsed = definition()
         .try_get_matches()
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
     let cli = match parsed {
@@ -303,36 +400,36 @@ pub fn main() -> ExitCode {
     let ctx = &ctx;
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Init(args) => init::run(ctx, args),
-            Command::Backends(args) => backends::run(ctx, args).await,
-            Command::Add(args) => add::run(ctx, args).await,
-            Command::Set(args) => set::run(ctx, args),
-            Command::Remove(args) => remove::run(ctx, args),
-            Command::Restore(args) => restore::run(ctx, args).await,
-            Command::Status(args) => status::run(ctx, args).await,
-            Command::Snapshot(args) => snapshot::run(ctx, args).await,
-            Command::Commit(args) => commit::run(ctx, args).await,
-            Command::New(args) => new::run(ctx, args).await,
-            Command::Open(args) => open::run(ctx, args).await,
-            Command::Verify(args) => verify::run(ctx, args).await,
-            Command::Diff(args) => diff::run(ctx, args).await,
-            Command::Log(args) => log::run(ctx, args).await,
-            Command::Gc(args) => gc::run(ctx, args).await,
-            Command::Abandon(args) => abandon::run(ctx, args).await,
-            Command::Drop(args) => drop::run(ctx, args).await,
-            Command::ForgetWorkspace(args) => forget_workspace::run(ctx, args).await,
-            Command::Recover(args) => recover::run(ctx, args).await,
-            Command::Ops(args) => ops::run(ctx, args).await,
-            Command::Promote(args) => promote::run(ctx, args).await,
-            Command::Export(args) => export::run(ctx, args).await,
-            Command::Publish(args) => publish::run(ctx, args).await,
-            Command::Import(args) => import::run(ctx, args).await,
+            Command::Init(Deferred(args)) => init::run(ctx, args),
+            Command::Backends(Deferred(args)) => backends::run(ctx, args).await,
+            Command::Add(Deferred(args)) => add::run(ctx, args).await,
+            Command::Set(Deferred(args)) => set::run(ctx, args),
+            Command::Remove(Deferred(args)) => remove::run(ctx, args),
+            Command::Restore(Deferred(args)) => restore::run(ctx, args).await,
+            Command::Status(Deferred(args)) => status::run(ctx, args).await,
+            Command::Snapshot(Deferred(args)) => snapshot::run(ctx, args).await,
+            Command::Commit(Deferred(args)) => commit::run(ctx, args).await,
+            Command::New(Deferred(args)) => new::run(ctx, args).await,
+            Command::Open(Deferred(args)) => open::run(ctx, args).await,
+            Command::Verify(Deferred(args)) => verify::run(ctx, args).await,
+            Command::Diff(Deferred(args)) => diff::run(ctx, args).await,
+            Command::Log(Deferred(args)) => log::run(ctx, args).await,
+            Command::Gc(Deferred(args)) => gc::run(ctx, args).await,
+            Command::Abandon(Deferred(args)) => abandon::run(ctx, args).await,
+            Command::Drop(Deferred(args)) => drop::run(ctx, args).await,
+            Command::ForgetWorkspace(Deferred(args)) => forget_workspace::run(ctx, args).await,
+            Command::Recover(Deferred(args)) => recover::run(ctx, args).await,
+            Command::Ops(Deferred(args)) => ops::run(ctx, args).await,
+            Command::Promote(Deferred(args)) => promote::run(ctx, args).await,
+            Command::Export(Deferred(args)) => export::run(ctx, args).await,
+            Command::Publish(Deferred(args)) => publish::run(ctx, args).await,
+            Command::Import(Deferred(args)) => import::run(ctx, args).await,
             Command::Plugin(args) => plugin::run(ctx, args).await,
-            Command::Undo(args) => undo::run(ctx, args).await,
-            Command::Pull(args) => pull::run(ctx, args).await,
-            Command::Repair(args) => repair::run(ctx, args).await,
-            Command::Completion(args) => completion::run(args),
-            Command::Man(args) => man::run(args),
+            Command::Undo(Deferred(args)) => undo::run(ctx, args).await,
+            Command::Pull(Deferred(args)) => pull::run(ctx, args).await,
+            Command::Repair(Deferred(args)) => repair::run(ctx, args).await,
+            Command::Completion(Deferred(args)) => completion::run(args),
+            Command::Man(Deferred(args)) => man::run(args),
         }
     });
     if let Some(stats) = crate::plugin::Runtime::global_stats() {
@@ -456,5 +553,74 @@ fn init_logging(verbose: u8, color: output::ColorChoice) {
             .try_init();
     } else {
         let _ = fmt.without_time().try_init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{command, definition};
+
+    /// Each command path of `cmd`, its subcommands' after it.
+    fn paths(cmd: &clap::Command, at: Vec<String>, out: &mut Vec<Vec<String>>) {
+        for sub in cmd.get_subcommands() {
+            let mut path = at.clone();
+            path.push(sub.get_name().to_string());
+            out.push(path.clone());
+            paths(sub, path, out);
+        }
+    }
+
+    /// What `tether <path> <flag>` (`--help` or `-h`) prints, from `cmd`.
+    fn help(cmd: clap::Command, path: &[String], flag: &str) -> String {
+        let words = std::iter::once("tether")
+            .chain(path.iter().map(String::as_str))
+            .chain([flag]);
+        match cmd.try_get_matches_from(words) {
+            Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.render().to_string(),
+            other => panic!("{path:?} --help: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_run_defines_only_the_command_it_runs_and_every_help_reads_the_same() {
+        // A run's definition leaves each command's own arguments undefined
+        // (the globals are the parent's, copied in when clap builds it)...
+        let lazy = definition();
+        let status = lazy.find_subcommand("status").expect("status");
+        assert_eq!(status.get_arguments().count(), 0);
+        let whole = command();
+        let status = whole.find_subcommand("status").expect("status");
+        assert!(
+            status
+                .get_arguments()
+                .any(|a| a.get_long() == Some("snapshot"))
+        );
+        // ... and yet every command's help, and the top level's, is the
+        // same from either, the global options listed last in each.
+        let mut all = vec![Vec::new()];
+        paths(&whole, Vec::new(), &mut all);
+        assert!(all.len() > 30, "{all:?}");
+        for path in &all {
+            let short = help(command(), path, "-h");
+            assert_eq!(short, help(definition(), path, "-h"), "tether {path:?} -h");
+            let text = help(command(), path, "--help");
+            assert_eq!(
+                text,
+                help(definition(), path, "--help"),
+                "tether {path:?} --help"
+            );
+            if !path.is_empty() {
+                let global = text.find("Global Options:").expect("a global heading");
+                assert!(text[global..].contains("--verbose"), "{text}");
+            }
+        }
+        // A run parses the same: a deferred command's arguments are there.
+        let m = definition()
+            .try_get_matches_from(["tether", "-q", "status", "--snapshot", "db"])
+            .expect("parses");
+        let (name, sub) = m.subcommand().expect("a command");
+        assert_eq!(name, "status");
+        assert!(sub.get_flag("snapshot"));
+        assert!(m.get_flag("quiet"));
     }
 }
