@@ -247,7 +247,9 @@ fn batch_size(total: usize, workers: usize, least: usize) -> usize {
 /// `total` subjects of `objects` objects are split only as far as keeps the
 /// `workers` equally busy. The objects take `ceil(objects / workers)`
 /// rounds of calls in any case, so each worker's share of the pins is cut
-/// into that many calls, never smaller than [`MIN_BATCH`]. Five objects'
+/// into that many calls, the cap never below [`MIN_BATCH`] (an object of
+/// at most that many pins is one call; [`batch_lengths`] evens out the
+/// rest, so a batch may hold fewer). Five objects'
 /// 200 pins on two cores are ten calls of 100, five per core, where one
 /// call per object left one core the fifth alone.
 fn batch_size_many(total: usize, objects: usize, workers: usize) -> usize {
@@ -325,7 +327,8 @@ mod tests {
         // ... and as many objects as cores, or a multiple, one call each.
         assert_eq!(batch_lengths(200, batch_size_many(800, 4, 2)), [200]);
         assert_eq!(batch_lengths(200, batch_size_many(1600, 8, 8)), [200]);
-        // Fewer than two minimum batches are never split, however many cores.
+        // An object of at most the minimum is one call however many cores;
+        // one above it is cut in equal halves (batches are capped, not floored).
         assert_eq!(batch_lengths(100, batch_size_many(100, 1, 8)), [50, 50]);
         assert_eq!(batch_lengths(60, batch_size_many(60, 1, 8)), [60]);
         assert_eq!(
